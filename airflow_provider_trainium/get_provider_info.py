@@ -1,0 +1,47 @@
+"""Provider metadata read by Airflow's ProvidersManager (entry point ``apache_airflow_provider``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_trainium import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-trainium",
+        "name": "AWS Trainium",
+        "description": "Train and fine-tune models on AWS Trainium (Trn1/Trn1n/Trn2) with ECS, "
+        "AWS Batch multi-node or local compute.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "AWS Trainium",
+                "external-doc-url": "https://aws.amazon.com/machine-learning/trainium/",
+                "tags": ["aws"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": ["airflow_provider_trainium.hooks.trainium"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": [
+                    "airflow_provider_trainium.operators.job",
+                    "airflow_provider_trainium.operators.training",
+                    "airflow_provider_trainium.operators.compile",
+                    "airflow_provider_trainium.operators.registry",
+                ],
+            }
+        ],
+        "connection-types": [
+            {
+                "connection-type": "trainium",
+                "hook-class-name": "airflow_provider_trainium.hooks.trainium.TrainiumHook",
+            }
+        ],
+    }

@@ -1,0 +1,103 @@
+"""The command and environment each node of a job runs with.
+
+The same functions serve every backend: local compute runs these commands as processes on this machine,
+ECS and Batch put them in the container definition.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+MASTER_PORT = 41000
+
+#: Runtime settings every Neuron training job wants (DESIGN.md section 4). torchrun jobs must not set
+#: NEURON_RT_NUM_CORES: torch-neuronx gives each local rank its own core through NEURON_RT_VISIBLE_CORES.
+BASE_ENV: dict[str, str] = {
+    "MALLOC_ARENA_MAX": "64",
+    "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS": "3",
+    "NEURON_FUSE_SOFTMAX": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+EFA_ENV: dict[str, str] = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
+LLM_ENV: dict[str, str] = {"NEURON_CC_FLAGS": "--model-type transformer --distribution-strategy=llm-training"}
+
+
+def job_environment(spec: JobSpec) -> dict[str, str]:
+    """Environment shared by all nodes: presets, then the spec's own env (which wins)."""
+    env = dict(BASE_ENV)
+    if not spec.distributed:
+        env["NEURON_RT_NUM_CORES"] = "1"
+    if spec.nodes > 1 and spec.instance.multi_node:
+        env.update(EFA_ENV)
+    if spec.workload == "llm":
+        env.update(LLM_ENV)
+    if spec.tensor_parallel_size > 1:
+        env["TRAINIUM_TENSOR_PARALLEL_SIZE"] = str(spec.tensor_parallel_size)
+    if spec.checkpoint_uri:
+        env["TRAINIUM_CHECKPOINT_URI"] = spec.checkpoint_uri
+    if spec.output_uri:
+        env["TRAINIUM_OUTPUT_URI"] = spec.output_uri
+    env["TRAINIUM_INSTANCE_TYPE"] = spec.instance_type
+    env.update(spec.env)
+    return env
+
+
+def batch_node_environment(
+    num_nodes: int, node_index: int, main_node_index: int = 0, main_node_address: str | None = None
+) -> dict[str, str]:
+    """The AWS_BATCH_JOB_* variables Batch sets on a multi-node parallel job's node.
+
+    Batch gives the main node address to the children only; the main node uses its own address.
+    """
+    if not 0 <= node_index < num_nodes:
+        raise ValueError(f"node_index must be in [0, {num_nodes}), got {node_index}")
+    env = {
+        "AWS_BATCH_JOB_NUM_NODES": str(num_nodes),
+        "AWS_BATCH_JOB_NODE_INDEX": str(node_index),
+        "AWS_BATCH_JOB_MAIN_NODE_INDEX": str(main_node_index),
+    }
+    if node_index != main_node_index and main_node_address:
+        env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = main_node_address
+    return env
+
+
+def entry_command(spec: JobSpec, python: str = "python") -> list[str]:
+    """The single-process command: ``python -m <entry_point> <args>``."""
+    return [python, "-m", spec.entry_point, *spec.args]
+
+
+def torchrun_command(
+    spec: JobSpec,
+    *,
+    node_rank: int,
+    master_addr: str,
+    master_port: int = MASTER_PORT,
+    python: str = "python",
+) -> list[str]:
+    """torchrun for node ``node_rank`` of ``spec.nodes``, with nproc_per_node always explicit."""
+    if not 0 <= node_rank < spec.nodes:
+        raise ValueError(f"node_rank must be in [0, {spec.nodes}), got {node_rank}")
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={spec.nodes}",
+        f"--node_rank={node_rank}",
+        f"--nproc_per_node={spec.nproc_per_node}",
+        f"--master_addr={master_addr}",
+        f"--master_port={master_port}",
+        "--module",
+        spec.entry_point,
+        *spec.args,
+    ]
+
+
+def node_command(
+    spec: JobSpec, *, node_rank: int, master_addr: str, master_port: int = MASTER_PORT, python: str = "python"
+) -> list[str]:
+    """What node ``node_rank`` runs: torchrun for distributed jobs, plain ``python -m`` otherwise."""
+    if spec.distributed:
+        return torchrun_command(
+            spec, node_rank=node_rank, master_addr=master_addr, master_port=master_port, python=python
+        )
+    return entry_command(spec, python=python)

@@ -1,0 +1,159 @@
+"""The job spec: everything a backend needs to run one training job, and its validation.
+
+Validation runs before anything paid starts, and every message names the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Literal
+
+from airflow_provider_trainium.neuron.catalog import CATALOG, InstanceType
+
+Workload = Literal["default", "llm"]
+WORKLOADS: tuple[str, ...] = ("default", "llm")
+URI_SCHEMES: tuple[str, ...] = ("file", "s3")
+MAX_TIMEOUT_SECONDS = 14 * 24 * 3600  # AWS Batch and ECS both cap jobs at two weeks
+
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+
+class JobSpecError(ValueError):
+    """A job spec that must not run. The message lists every problem found."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid job spec: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training (or data, compile, evaluation) job on Trainium or its local stand-in.
+
+    ``entry_point`` is a Python module run with ``python -m`` (inside torchrun when ``distributed``).
+    ``processes_per_node`` defaults to the instance's NeuronCores: a missing value would silently train
+    on one core per node.
+    """
+
+    name: str
+    entry_point: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    instance_type: str = "trn1.2xlarge"
+    nodes: int = 1
+    processes_per_node: int | None = None
+    tensor_parallel_size: int = 1
+    distributed: bool = True
+    workload: Workload = "default"
+    image: str | None = None
+    timeout_seconds: int = 24 * 3600
+    checkpoint_uri: str | None = None
+    output_uri: str | None = None
+
+    @property
+    def instance(self) -> InstanceType:
+        return CATALOG[self.instance_type]
+
+    @property
+    def nproc_per_node(self) -> int:
+        if not self.distributed:
+            return 1
+        return self.processes_per_node or self.instance.neuron_cores
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.nproc_per_node
+
+    def with_changes(self, **changes: object) -> JobSpec:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["args"] = list(self.args)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> JobSpec:
+        values = dict(data)
+        values["args"] = tuple(values.get("args") or ())  # type: ignore[arg-type]
+        values["env"] = dict(values.get("env") or {})  # type: ignore[arg-type]
+        return cls(**values)  # type: ignore[arg-type]
+
+    def content_hash(self, length: int = 12) -> str:
+        """Stable hash of what the job will do: equal specs share results and job names."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:length]
+
+    def problems(self) -> list[str]:
+        """Every reason this spec must not run; empty when it is valid."""
+        found: list[str] = []
+        if not _NAME_RE.match(self.name or ""):
+            found.append(
+                f"name {self.name!r} must be 1-100 letters, digits, '-' or '_', starting with a letter or digit"
+            )
+        if not _MODULE_RE.match(self.entry_point or ""):
+            found.append(f"entry_point {self.entry_point!r} must be a dotted Python module name")
+        if not all(isinstance(a, str) for a in self.args):
+            found.append("args must all be strings")
+        for key, value in self.env.items():
+            if not _ENV_NAME_RE.match(str(key)):
+                found.append(f"env name {key!r} is not a valid environment variable name")
+            if not isinstance(value, str):
+                found.append(f"env {key} must be a string, got {type(value).__name__}")
+
+        instance = CATALOG.get(self.instance_type)
+        if instance is None:
+            found.append(
+                f"instance_type {self.instance_type!r} is not a Trainium instance type; "
+                f"allowed: {', '.join(sorted(CATALOG))}"
+            )
+        if not isinstance(self.nodes, int) or self.nodes < 1:
+            found.append(f"nodes must be an integer >= 1, got {self.nodes!r}")
+        elif instance is not None and self.nodes > instance.max_nodes:
+            if not instance.multi_node:
+                found.append(
+                    f"nodes={self.nodes} on {instance.name}: this instance type has no EFA and runs on one node "
+                    f"only; use one of {', '.join(n for n, i in sorted(CATALOG.items()) if i.multi_node)} "
+                    "for multi-node training"
+                )
+            else:
+                found.append(f"nodes must be between 1 and {instance.max_nodes} for {instance.name}")
+        if instance is not None and self.processes_per_node is not None and not (
+            1 <= self.processes_per_node <= instance.neuron_cores
+        ):
+            found.append(
+                f"processes_per_node must be between 1 and {instance.neuron_cores} "
+                f"(NeuronCores of {instance.name}), got {self.processes_per_node!r}"
+            )
+        if not isinstance(self.tensor_parallel_size, int) or self.tensor_parallel_size < 1:
+            found.append(f"tensor_parallel_size must be an integer >= 1, got {self.tensor_parallel_size!r}")
+        elif instance is not None and 1 <= self.nproc_per_node <= instance.neuron_cores:
+            per_node = self.nproc_per_node
+            if per_node % self.tensor_parallel_size:
+                allowed = [d for d in range(1, per_node + 1) if per_node % d == 0]
+                found.append(
+                    f"tensor_parallel_size={self.tensor_parallel_size} does not divide the {per_node} processes "
+                    f"per node on {instance.name}; allowed: {', '.join(map(str, allowed))}"
+                )
+        if self.workload not in WORKLOADS:
+            found.append(f"workload {self.workload!r} is not one of: {', '.join(WORKLOADS)}")
+        if not isinstance(self.timeout_seconds, int) or not (60 <= self.timeout_seconds <= MAX_TIMEOUT_SECONDS):
+            found.append(
+                f"timeout_seconds must be between 60 and {MAX_TIMEOUT_SECONDS}, got {self.timeout_seconds!r}"
+            )
+        for name in ("checkpoint_uri", "output_uri"):
+            uri = getattr(self, name)
+            if uri is not None and uri.split("://", 1)[0] not in URI_SCHEMES:
+                found.append(f"{name} {uri!r} must start with one of: {', '.join(s + '://' for s in URI_SCHEMES)}")
+        return found
+
+    def validate(self) -> JobSpec:
+        found = self.problems()
+        if found:
+            raise JobSpecError(found)
+        return self

@@ -1,0 +1,128 @@
+"""Which device the trainer runs on, and the few calls that differ between them.
+
+Three runtimes, most capable first:
+- ``neuron``: torch-neuronx present (the training image on Trn1/Trn2): NeuronCores through PyTorch/XLA.
+- ``xla``: torch-xla without the Neuron plugin (PJRT CPU here): the same XLA code path, on the CPU.
+- ``eager``: plain PyTorch on the CPU.
+``TRAINIUM_RUNTIME`` forces one (for example ``eager`` to compare speeds).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+RUNTIMES = ("neuron", "xla", "eager")
+
+
+def _available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def detect_runtime() -> str:
+    forced = os.environ.get("TRAINIUM_RUNTIME", "").strip().lower()
+    if forced:
+        if forced not in RUNTIMES:
+            raise ValueError(f"TRAINIUM_RUNTIME={forced!r}; allowed: {', '.join(RUNTIMES)}")
+        return forced
+    if _available("torch_neuronx"):
+        return "neuron"
+    if _available("torch_xla"):
+        return "xla"
+    return "eager"
+
+
+@dataclass
+class Runtime:
+    name: str
+    device: torch.device
+
+    @property
+    def is_xla(self) -> bool:
+        return self.name in ("neuron", "xla")
+
+    def step(self) -> None:
+        """Cut the lazy XLA graph here (a no-op in eager mode)."""
+        if self.is_xla:
+            import torch_xla
+
+            torch_xla.sync()
+
+    def compilations(self) -> int:
+        """XLA graphs compiled by this process so far (0 in eager mode)."""
+        if not self.is_xla:
+            return 0
+        import torch_xla.debug.metrics as met
+
+        data = met.metric_data("CompileTime")
+        return int(data[0]) if data else 0
+
+    def cache_counts(self) -> dict[str, int]:
+        """Persistent-cache lookups: ``found`` graphs were in the cache, ``missing`` ones were new.
+
+        ``missing == 0`` means the compile step produced every graph this run needed. On Neuron a found
+        graph loads its NEFF; torch-xla 2.9's PJRT CPU client cannot deserialize executables, so on the
+        CPU a found graph is still compiled in-process (``PersistentCacheDeserializeFailure``).
+        """
+        if not self.is_xla:
+            return {"found": 0, "missing": 0}
+        import torch_xla.debug.metrics as met
+
+        def counter(name: str) -> int:
+            return int(met.counter_value(name) or 0)
+
+        found = counter("PersistentCacheHit") + counter("PersistentCacheDeserializeFailure")
+        return {"found": found, "missing": counter("PersistentCacheMiss")}
+
+    def to_cpu(self, value: Any) -> Any:
+        if self.is_xla:
+            import torch_xla.core.xla_model as xm
+
+            return xm._maybe_convert_to_cpu(value)
+        return value
+
+
+def init_compile_cache(runtime_name: str, cache_uri: str | None) -> str | None:
+    """Point the XLA persistent compilation cache at ``cache_uri``.
+
+    On Neuron the runtime reads ``NEURON_COMPILE_CACHE_URL`` itself (``s3://`` works). On the CPU,
+    torch-xla keeps its own persistent cache in a local directory. Must run before the first XLA call.
+    """
+    if not cache_uri:
+        return None
+    if runtime_name == "neuron":
+        os.environ["NEURON_COMPILE_CACHE_URL"] = cache_uri
+        return cache_uri
+    if runtime_name == "xla":
+        from trainer.common.uri import local_path
+
+        path = local_path(cache_uri)
+        if path is None:
+            raise ValueError(f"the torch-xla CPU cache needs a local directory, got {cache_uri!r}")
+        os.makedirs(path, exist_ok=True)
+        import torch_xla.runtime as xr
+
+        xr.initialize_cache(path, readonly=False)
+        return path
+    return None
+
+
+def init_runtime(cache_uri: str | None = None) -> Runtime:
+    name = detect_runtime()
+    init_compile_cache(name, cache_uri)
+    if name == "eager":
+        return Runtime(name, torch.device("cpu"))
+    if name == "neuron":
+        import torch_neuronx  # noqa: F401  (registers the Neuron PJRT plugin)
+    else:
+        os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch_xla
+
+    return Runtime(name, torch_xla.device())

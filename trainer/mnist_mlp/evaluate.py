@@ -1,0 +1,56 @@
+"""Evaluate a trained MLP on the test split; fail the job when accuracy is below ``--min-accuracy``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import numpy as np
+import torch
+
+from trainer.common import uri as uris
+from trainer.common.device import init_runtime
+from trainer.common.errors import exits_on_bad_input
+from trainer.mnist_mlp.idx import load_split
+from trainer.mnist_mlp.model import MLP
+from trainer.mnist_mlp.train import evaluate, to_features
+
+log = logging.getLogger("trainer")
+EXIT_BELOW_THRESHOLD = 3
+
+
+def load_model(model_uri: str) -> MLP:
+    from safetensors.torch import load
+
+    config = uris.read_json(uris.join(model_uri, "model_config.json"))
+    model = MLP(in_features=config["in_features"], hidden=tuple(config["hidden"]), classes=config["classes"])
+    model.load_state_dict(load(uris.read_bytes(uris.join(model_uri, "model.safetensors"))))
+    return model
+
+
+@exits_on_bad_input
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model-uri", required=True)
+    p.add_argument("--data-uri", required=True)
+    p.add_argument("--min-accuracy", type=float, default=0.0)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--compile-cache-uri", default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+    runtime = init_runtime(args.compile_cache_uri)
+    images, labels = load_split(args.data_uri, "t10k")
+    model = load_model(args.model_uri).to(runtime.device)
+    accuracy = evaluate(model, to_features(images), torch.from_numpy(labels.astype(np.int64)), runtime, args.batch_size)
+    result = {"accuracy": round(accuracy, 5), "samples": len(labels), "min_accuracy": args.min_accuracy}
+    uris.write_json(uris.join(args.model_uri, "evaluation.json"), result)
+    log.info("evaluation %s", result)
+    if accuracy < args.min_accuracy:
+        print(f"accuracy {accuracy:.4f} is below --min-accuracy {args.min_accuracy}", file=sys.stderr)
+        sys.exit(EXIT_BELOW_THRESHOLD)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Train the MLP data-parallel across torchrun ranks on NeuronCores, torch-xla CPU or eager CPU.
+
+Outputs under ``--output-uri``: ``model.safetensors``, ``model_config.json``, ``metrics.json``
+(loss curve, accuracy, samples/s, XLA compilations) and ``_SUCCESS`` last.
+``--compile-only`` runs a short trial with the same shapes to fill the compilation cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trainer.common import uri as uris
+from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
+from trainer.common.device import Runtime, init_runtime
+from trainer.common.distributed import Distributed, init_distributed
+from trainer.common.errors import BadInputError, exits_on_bad_input
+from trainer.common.metrics import MetricsRecorder
+from trainer.mnist_mlp.idx import load_split
+from trainer.mnist_mlp.model import MLP
+
+log = logging.getLogger("trainer")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--data-uri", required=True)
+    p.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
+    p.add_argument("--checkpoint-uri", default=os.environ.get("TRAINIUM_CHECKPOINT_URI"))
+    p.add_argument("--compile-cache-uri", default=os.environ.get("TRAINIUM_COMPILE_CACHE_URI"))
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=32, help="per rank")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=20)
+    p.add_argument("--eval-batch-size", type=int, default=128)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
+    p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
+    args = p.parse_args(argv)
+    for name in ("epochs", "batch_size", "eval_batch_size", "log_every"):
+        if getattr(args, name) < 1:
+            raise BadInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.lr > 0:
+        raise BadInputError(f"--lr must be > 0, got {args.lr}")
+    if not args.output_uri and not args.compile_only:
+        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+    return args
+
+
+def to_features(images: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(images.reshape(len(images), -1).astype(np.float32) / 255.0)
+
+
+def evaluate(
+    model: MLP, features: torch.Tensor, labels: torch.Tensor, runtime: Runtime, batch_size: int, max_batches: int = 0
+) -> float:
+    """Accuracy with fixed-shape batches (the last one padded) so XLA compiles one evaluation graph."""
+    model.eval()
+    correct = torch.zeros((), dtype=torch.long, device=runtime.device)
+    total = len(labels)
+    with torch.no_grad():
+        for b, start in enumerate(range(0, total, batch_size)):
+            if max_batches and b >= max_batches:
+                break
+            x = features[start : start + batch_size]
+            y = labels[start : start + batch_size]
+            valid = len(y)
+            if valid < batch_size:
+                x = torch.cat([x, x.new_zeros(batch_size - valid, x.shape[1])])
+                y = torch.cat([y, y.new_full((batch_size - valid,), -1)])
+            pred = model(x.to(runtime.device)).argmax(dim=-1)
+            correct += (pred == y.to(runtime.device)).sum()
+            runtime.step()
+    model.train()
+    return int(runtime.to_cpu(correct)) / total if total else 0.0
+
+
+def shard_indices(n: int, epoch: int, seed: int, dist: Distributed, batch_size: int) -> np.ndarray:
+    """This rank's sample order for ``epoch``: every rank runs the same number of full batches."""
+    order = np.random.default_rng(seed + epoch).permutation(n)
+    steps = n // (dist.world_size * batch_size)
+    if steps == 0:
+        raise BadInputError(f"{n} samples is fewer than one batch of {batch_size} per rank x {dist.world_size} ranks")
+    mine = order[dist.rank :: dist.world_size][: steps * batch_size]
+    return mine.reshape(steps, batch_size)
+
+
+def train(args: argparse.Namespace) -> dict[str, object]:
+    runtime = init_runtime(args.compile_cache_uri)
+    dist = init_distributed(runtime)
+    log.info("rank %d/%d on %s (%s)", dist.rank, dist.world_size, runtime.name, runtime.device)
+    torch.manual_seed(args.seed)
+
+    images, labels = load_split(args.data_uri, "train")
+    test_images, test_labels = load_split(args.data_uri, "t10k")
+    features, targets = to_features(images), torch.from_numpy(labels.astype(np.int64))
+    test_x, test_y = to_features(test_images), torch.from_numpy(test_labels.astype(np.int64))
+
+    model = MLP(in_features=features.shape[1]).to(runtime.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    params = list(model.parameters())
+
+    start_epoch, step = 0, 0
+    state = None if args.compile_only else load_latest_checkpoint(args.checkpoint_uri)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start_epoch, step = state["epoch"] + 1, state["step"]
+
+    recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main and not args.compile_only)
+    samples, train_seconds = 0, 0.0
+    done = False
+    for epoch in range(start_epoch, args.epochs):
+        batches = shard_indices(len(targets), epoch, args.seed, dist, args.batch_size)
+        t0 = time.perf_counter()
+        for batch in batches:
+            idx = torch.from_numpy(batch)
+            x, y = features[idx].to(runtime.device), targets[idx].to(runtime.device)
+            optimizer.zero_grad(set_to_none=False)
+            loss = F.nll_loss(model(x), y)
+            loss.backward()
+            dist.all_reduce_gradients(params, runtime)
+            optimizer.step()
+            runtime.step()
+            step += 1
+            samples += len(batch) * dist.world_size
+            if step % args.log_every == 0:
+                recorder.record(step=step, epoch=epoch, loss=round(float(runtime.to_cpu(loss)), 5))
+            if args.max_steps and step >= args.max_steps:
+                done = True
+                break
+        train_seconds += time.perf_counter() - t0
+        if not args.compile_only and args.checkpoint_uri and dist.is_main:
+            host_state = {
+                "model": runtime.to_cpu(model.state_dict()),
+                "optimizer": runtime.to_cpu(optimizer.state_dict()),
+                "epoch": epoch,
+                "step": step,
+            }
+            save_checkpoint(args.checkpoint_uri, step, host_state)
+        dist.barrier()
+        if done:
+            break
+
+    accuracy = evaluate(model, test_x, test_y, runtime, args.eval_batch_size, max_batches=2 if args.compile_only else 0)
+    cache = runtime.cache_counts()
+    summary: dict[str, object] = {
+        "runtime": runtime.name,
+        "world_size": dist.world_size,
+        "steps": step,
+        "epochs": args.epochs,
+        "batch_size_per_rank": args.batch_size,
+        "accuracy": round(accuracy, 5),
+        "samples_per_second": round(samples / train_seconds, 2) if train_seconds else 0.0,
+        "xla_compilations": runtime.compilations(),
+        "xla_cache_found": cache["found"],
+        "xla_cache_missing": cache["missing"],
+        "compile_only": args.compile_only,
+    }
+    log.info("summary %s", json.dumps(summary, sort_keys=True))
+    if dist.is_main and args.output_uri:
+        if not args.compile_only:
+            save_model(model, runtime, args.output_uri, in_features=features.shape[1])
+        recorder.finish(summary)
+        uris.write_json(uris.join(args.output_uri, "_SUCCESS"), {"job_hash": os.environ.get("TRAINIUM_JOB_HASH")})
+    dist.barrier()
+    dist.close()
+    return summary
+
+
+def save_model(model: MLP, runtime: Runtime, output_uri: str, in_features: int) -> None:
+    from safetensors.torch import save
+
+    tensors = {k: v.contiguous() for k, v in runtime.to_cpu(model.state_dict()).items()}
+    uris.write_bytes(uris.join(output_uri, "model.safetensors"), save(tensors))
+    uris.write_json(
+        uris.join(output_uri, "model_config.json"),
+        {"architecture": "mlp", "in_features": in_features, "hidden": [120, 84], "classes": 10},
+    )
+
+
+@exits_on_bad_input
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    train(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
