@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# System (apt) packages the test suite needs. Idempotent; quiet when everything is present.
+set -euo pipefail
+packages=()
+need() { command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
+need make make
+if ((${#packages[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${packages[@]}"
+fi

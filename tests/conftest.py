@@ -1,0 +1,68 @@
+"""Shared fixtures: a real moto server as the AWS endpoint, reached through Airflow connections."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MOTO_REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """A moto server on loopback for the whole session; Batch runs jobs without Docker."""
+    import requests
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    requests.post(f"{url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10).raise_for_status()
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+def moto_reset(moto_server: str) -> str:
+    """Empties every moto backend before the test."""
+    import requests
+
+    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
+    requests.post(
+        f"{moto_server}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10
+    ).raise_for_status()
+    return moto_server
+
+
+@pytest.fixture
+def aws_conn_id(moto_reset: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An Airflow AWS connection ``aws_moto`` whose endpoint_url is the moto server."""
+    conn = {
+        "conn_type": "aws",
+        "login": "testing",
+        "password": "testing",
+        "extra": {"endpoint_url": moto_reset, "region_name": MOTO_REGION},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_MOTO", json.dumps(conn))
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    return "aws_moto"
+
+
+def set_trainium_connection(monkeypatch: pytest.MonkeyPatch, **extra: object) -> None:
+    """Define ``trainium_default`` through the environment, as a deployment would."""
+    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", json.dumps({"conn_type": "trainium", "extra": extra}))
