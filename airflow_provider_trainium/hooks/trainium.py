@@ -45,9 +45,7 @@ class TrainiumConfig:
         known = {f for f in cls.__dataclass_fields__ if f != "configured"}
         unknown = sorted(set(extra) - known)
         if unknown:
-            raise ValueError(
-                f"trainium connection has unknown extra fields {unknown}; allowed: {sorted(known)}"
-            )
+            raise ValueError(f"trainium connection has unknown extra fields {unknown}; allowed: {sorted(known)}")
         values: dict[str, Any] = {k: v for k, v in extra.items() if v not in (None, "")}
         for name in ("subnets", "security_groups"):
             if isinstance(values.get(name), str):

@@ -97,7 +97,9 @@ def node_command(
 ) -> list[str]:
     """What node ``node_rank`` runs: torchrun for distributed jobs, plain ``python -m`` otherwise."""
     if spec.distributed:
-        return torchrun_command(
+        command = torchrun_command(
             spec, node_rank=node_rank, master_addr=master_addr, master_port=master_port, python=python
         )
-    return entry_command(spec, python=python)
+    else:
+        command = entry_command(spec, python=python)
+    return [*spec.wrapper, *command]

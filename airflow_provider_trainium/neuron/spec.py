@@ -54,6 +54,8 @@ class JobSpec:
     timeout_seconds: int = 24 * 3600
     checkpoint_uri: str | None = None
     output_uri: str | None = None
+    #: Command words put in front of each node's command, e.g. ``("neuron_parallel_compile",)``.
+    wrapper: tuple[str, ...] = ()
 
     @property
     def instance(self) -> InstanceType:
@@ -75,6 +77,7 @@ class JobSpec:
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["args"] = list(self.args)
+        data["wrapper"] = list(self.wrapper)
         return data
 
     @classmethod
@@ -82,6 +85,7 @@ class JobSpec:
         values = dict(data)
         values["args"] = tuple(values.get("args") or ())  # type: ignore[arg-type]
         values["env"] = dict(values.get("env") or {})  # type: ignore[arg-type]
+        values["wrapper"] = tuple(values.get("wrapper") or ())  # type: ignore[arg-type]
         return cls(**values)  # type: ignore[arg-type]
 
     def content_hash(self, length: int = 12) -> str:
@@ -123,8 +127,10 @@ class JobSpec:
                 )
             else:
                 found.append(f"nodes must be between 1 and {instance.max_nodes} for {instance.name}")
-        if instance is not None and self.processes_per_node is not None and not (
-            1 <= self.processes_per_node <= instance.neuron_cores
+        if (
+            instance is not None
+            and self.processes_per_node is not None
+            and not (1 <= self.processes_per_node <= instance.neuron_cores)
         ):
             found.append(
                 f"processes_per_node must be between 1 and {instance.neuron_cores} "
@@ -143,9 +149,7 @@ class JobSpec:
         if self.workload not in WORKLOADS:
             found.append(f"workload {self.workload!r} is not one of: {', '.join(WORKLOADS)}")
         if not isinstance(self.timeout_seconds, int) or not (60 <= self.timeout_seconds <= MAX_TIMEOUT_SECONDS):
-            found.append(
-                f"timeout_seconds must be between 60 and {MAX_TIMEOUT_SECONDS}, got {self.timeout_seconds!r}"
-            )
+            found.append(f"timeout_seconds must be between 60 and {MAX_TIMEOUT_SECONDS}, got {self.timeout_seconds!r}")
         for name in ("checkpoint_uri", "output_uri"):
             uri = getattr(self, name)
             if uri is not None and uri.split("://", 1)[0] not in URI_SCHEMES:

@@ -106,6 +106,8 @@ def init_compile_cache(runtime_name: str, cache_uri: str | None) -> str | None:
         path = local_path(cache_uri)
         if path is None:
             raise ValueError(f"the torch-xla CPU cache needs a local directory, got {cache_uri!r}")
+        # One directory per local rank: torch-xla's CPU cache has no cross-process locking.
+        path = os.path.join(path, f"rank{os.environ.get('LOCAL_RANK', '0')}")
         os.makedirs(path, exist_ok=True)
         import torch_xla.runtime as xr
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import os
 
 import numpy as np
 
 from trainer.common import uri as uris
-from trainer.common.errors import exits_on_bad_input
+from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.mnist_mlp.idx import encode_idx
 
 log = logging.getLogger("trainer")
@@ -57,9 +58,11 @@ def prepare(output_uri: str, seed: int = 0) -> dict[str, object]:
 @exits_on_bad_input
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--output-uri", required=True)
+    parser.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if not args.output_uri:
+        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     prepare(args.output_uri, args.seed)
 

@@ -60,7 +60,12 @@ def to_features(images: np.ndarray) -> torch.Tensor:
 
 
 def evaluate(
-    model: MLP, features: torch.Tensor, labels: torch.Tensor, runtime: Runtime, batch_size: int, max_batches: int = 0
+    model: MLP,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    runtime: Runtime,
+    batch_size: int,
+    max_batches: int = 0,
 ) -> float:
     """Accuracy with fixed-shape batches (the last one padded) so XLA compiles one evaluation graph."""
     model.eval()
@@ -115,7 +120,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, step = state["epoch"] + 1, state["step"]
 
-    recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main and not args.compile_only)
+    recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
     samples, train_seconds = 0, 0.0
     done = False
     for epoch in range(start_epoch, args.epochs):

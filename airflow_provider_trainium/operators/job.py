@@ -1,0 +1,236 @@
+"""``NeuronJobOperator``: run one trainer module as a job on local compute, ECS or AWS Batch.
+
+The operator validates the spec before anything paid starts, names the job deterministically from the
+task instance so a retry attaches to (or skips) the job an earlier try started, and waits in the worker
+(local) or in the triggerer (ECS, Batch).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_provider_trainium.compute import naming
+from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
+from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
+from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
+
+EXIT_BAD_INPUT = 65
+DEFAULT_TIMEOUT = timedelta(hours=24)
+
+
+def _int(value: Any, field: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise JobSpecError([f"{field} must be an integer, got {value!r}"]) from None
+
+
+class NeuronJobOperator(BaseOperator):
+    """Run ``python -m <entry_point> <args>`` (under torchrun when ``distributed``) on Trainium compute.
+
+    :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
+        ``local``, ``ecs`` or ``batch``.
+    :param output_uri: where the job writes its results; default
+        ``<artifact_root>/runs/<dag_id>/<run>/<task_id>``. Returned as the task's XCom value.
+    :param local_max_processes_per_node: on local compute each process stands in for a NeuronCore; this
+        caps them so a trn1.32xlarge spec does not start 32 processes on a laptop.
+    """
+
+    template_fields: Sequence[str] = (
+        "entry_point",
+        "job_args",
+        "env",
+        "instance_type",
+        "nodes",
+        "processes_per_node",
+        "compute",
+        "image",
+        "output_uri",
+        "checkpoint_uri",
+        "compile_cache_uri",
+    )
+    ui_color = "#ff9900"
+
+    def __init__(
+        self,
+        *,
+        entry_point: str,
+        job_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        instance_type: str = "trn1.2xlarge",
+        nodes: int | str = 1,
+        processes_per_node: int | str | None = None,
+        tensor_parallel_size: int = 1,
+        distributed: bool = True,
+        workload: str = "default",
+        compute: str = "auto",
+        image: str | None = None,
+        output_uri: str | None = None,
+        checkpoint_uri: str | None = None,
+        compile_cache_uri: str | None = None,
+        trainium_conn_id: str = DEFAULT_CONN_ID,
+        deferrable: bool = True,
+        local_max_processes_per_node: int = 2,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.entry_point = entry_point
+        self.job_args = list(job_args)
+        self.env = dict(env or {})
+        self.instance_type = instance_type
+        self.nodes = nodes
+        self.processes_per_node = processes_per_node
+        self.tensor_parallel_size = tensor_parallel_size
+        self.distributed = distributed
+        self.workload = workload
+        self.compute = compute
+        self.image = image
+        self.output_uri = output_uri
+        self.checkpoint_uri = checkpoint_uri
+        self.compile_cache_uri = compile_cache_uri
+        self.trainium_conn_id = trainium_conn_id
+        self.deferrable = deferrable
+        self.local_max_processes_per_node = local_max_processes_per_node
+        self._backend: ComputeBackend | None = None
+        self._handle: JobHandle | None = None
+
+    # -- what to run --------------------------------------------------------------------------------
+    def job_timeout(self) -> timedelta:
+        return self.execution_timeout or DEFAULT_TIMEOUT
+
+    def run_prefix(self, context: Context, config: TrainiumConfig) -> str:
+        ti = context["ti"]
+        parts = [config.artifact_root.rstrip("/"), "runs", ti.dag_id, naming.run_key(ti.run_id), ti.task_id]
+        if ti.map_index is not None and ti.map_index >= 0:
+            parts.append(str(ti.map_index))
+        return "/".join(parts)
+
+    def extra_env(self, context: Context, config: TrainiumConfig, compute: str) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.compile_cache_uri:
+            env["TRAINIUM_COMPILE_CACHE_URI"] = self.compile_cache_uri
+            if compute != "local":
+                env["NEURON_COMPILE_CACHE_URL"] = self.compile_cache_uri
+        if compute == "local" and config.artifact_root.startswith("s3://"):
+            from airflow_provider_trainium.hooks.aws_env import aws_process_environment
+
+            env.update(aws_process_environment(config.aws_conn_id))
+        return env
+
+    def wrapper(self, compute: str) -> tuple[str, ...]:
+        return ()
+
+    def build_spec(self, context: Context, config: TrainiumConfig, compute: str) -> JobSpec:
+        prefix = self.run_prefix(context, config)
+        ti = context["ti"]
+        spec = JobSpec(
+            name=naming.safe_part(f"{ti.dag_id}-{ti.task_id}", 100),
+            entry_point=self.entry_point,
+            args=tuple(str(a) for a in self.job_args),
+            env={**self.extra_env(context, config, compute), **{k: str(v) for k, v in self.env.items()}},
+            instance_type=str(self.instance_type),
+            nodes=_int(self.nodes, "nodes"),
+            processes_per_node=None
+            if self.processes_per_node in (None, "", "None")
+            else _int(self.processes_per_node, "processes_per_node"),
+            tensor_parallel_size=_int(self.tensor_parallel_size, "tensor_parallel_size"),
+            distributed=self.distributed,
+            workload=self.workload,  # type: ignore[arg-type]
+            image=self.image or config.image,
+            timeout_seconds=int(self.job_timeout().total_seconds()),
+            checkpoint_uri=self.checkpoint_uri,
+            output_uri=self.output_uri or prefix,
+            wrapper=self.wrapper(compute),
+        )
+        return spec.validate()
+
+    # -- running it ---------------------------------------------------------------------------------
+    def execute(self, context: Context) -> Any:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_trainium.compute.factory import get_backend, resolve_compute
+
+        try:
+            config = TrainiumHook(self.trainium_conn_id).get_config()
+            compute = resolve_compute(str(self.compute), config, _int(self.nodes, "nodes"))
+            spec = self.build_spec(context, config, compute)
+            options: dict[str, Any] = {}
+            if compute == "local":
+                options["max_processes_per_node"] = self.local_max_processes_per_node
+            backend = get_backend(compute, config, **options)
+        except ValueError as err:  # JobSpecError included: bad input is never retried
+            raise AirflowFailException(str(err)) from err
+        self._backend = backend
+
+        ti = context["ti"]
+        map_index = ti.map_index if ti.map_index is not None else -1
+        job_name = naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
+        tags = naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
+        self.log.info(
+            "job %s on %s: %s x %d node(s), %d process(es) per node -> %s",
+            job_name, compute, spec.instance_type, spec.nodes, spec.nproc_per_node, spec.output_uri,
+        )  # fmt: skip
+
+        handle = backend.find_existing(job_name, tags)
+        if handle is not None:
+            status = backend.status(handle)
+            if status.state is JobState.SUCCEEDED:
+                self.log.info("job %s already succeeded in an earlier try; not running it again", handle.job_id)
+                return self.on_success(context, spec, handle)
+            if status.state.terminal:
+                handle = None
+            else:
+                self.log.info("attaching to job %s started by an earlier try (%s)", handle.job_id, status.state)
+        if handle is None:
+            handle = backend.submit(spec, job_name, tags)
+            self.log.info("submitted job %s", handle.job_id)
+        self._handle = handle
+        ti.xcom_push(key="job", value=handle.to_dict())
+
+        timeout = self.job_timeout().total_seconds()
+        trigger = backend.trigger(handle, time.time() + timeout) if self.deferrable else None
+        if trigger is not None:
+            self.defer(trigger=trigger, method_name="execute_complete", timeout=self.job_timeout())
+        status = backend.wait(handle, self.log.info, timeout)
+        return self.finish(context, spec, handle, status)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        handle = JobHandle.from_dict(event["handle"])
+        status = JobStatus(
+            JobState(event["state"]),
+            reason=event.get("reason", ""),
+            exit_code=event.get("exit_code"),
+            log_tail=tuple(event.get("log_tail") or ()),
+        )
+        from airflow_provider_trainium.compute.factory import resolve_compute
+
+        config = TrainiumHook(self.trainium_conn_id).get_config()
+        compute = resolve_compute(str(self.compute), config, _int(self.nodes, "nodes"))
+        return self.finish(context, self.build_spec(context, config, compute), handle, status)
+
+    def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+        if status.state is JobState.SUCCEEDED:
+            return self.on_success(context, spec, handle)
+        tail = "\n".join(status.log_tail[-30:])
+        message = f"job {handle.job_id} {status.state.value.lower()}: {status.reason}"
+        if tail:
+            message += f"\nlast lines:\n{tail}"
+        if status.exit_code == EXIT_BAD_INPUT:
+            raise AirflowFailException(message + "\n(bad input: not retried)")
+        raise AirflowException(message)
+
+    def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
+        """The task's return value: the job's output URI."""
+        return spec.output_uri
+
+    def on_kill(self) -> None:
+        if self._backend is not None and self._handle is not None:
+            self.log.info("task killed: cancelling job %s", self._handle.job_id)
+            self._backend.cancel(self._handle, "Airflow task was killed")

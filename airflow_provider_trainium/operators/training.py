@@ -1,0 +1,48 @@
+"""``NeuronTrainingOperator``: a distributed training job whose metrics come back to Airflow."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow.sdk import Context
+
+from airflow_provider_trainium.compute.base import JobHandle
+from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium.operators.job import NeuronJobOperator
+
+
+def read_json_uri(uri: str) -> Any:
+    from airflow.sdk import ObjectStoragePath
+
+    return json.loads(ObjectStoragePath(uri).read_text())
+
+
+class NeuronTrainingOperator(NeuronJobOperator):
+    """Train with torchrun on every node; returns the output URI and pushes ``metrics`` to XCom.
+
+    The trainer writes ``metrics.json`` to the output URI; its summary (accuracy, samples/s, XLA graphs
+    compiled) is logged and pushed so downstream tasks and the UI can see it.
+    """
+
+    def __init__(self, *, metrics_file: str = "metrics.json", **kwargs: Any) -> None:
+        kwargs.setdefault("distributed", True)
+        super().__init__(**kwargs)
+        self.metrics_file = metrics_file
+
+    def load_metrics(self, context: Context, output_uri: str) -> dict[str, Any]:
+        """The summary of the job's metrics file (without the loss history), logged and pushed."""
+        try:
+            metrics = read_json_uri(f"{output_uri.rstrip('/')}/{self.metrics_file}")
+        except FileNotFoundError:
+            self.log.warning("the job wrote no %s under %s", self.metrics_file, output_uri)
+            return {}
+        summary = {k: v for k, v in metrics.items() if k != "history"}
+        self.log.info("training metrics: %s", json.dumps(summary, sort_keys=True))
+        context["ti"].xcom_push(key="metrics", value=summary)
+        return summary
+
+    def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
+        output_uri = super().on_success(context, spec, handle)
+        self.load_metrics(context, output_uri)
+        return output_uri

@@ -1,0 +1,98 @@
+"""MNIST MLP on Trainium: prepare data -> compile -> train -> evaluate -> register.
+
+Runs on a laptop (local compute, torch-xla CPU, file:// registry) or on Trn1 (ECS for one node, AWS Batch
+for more) by configuration alone: set ``compute`` or define the ``trainium_default`` connection.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, Param
+
+from airflow_provider_trainium.neuron.catalog import CATALOG
+from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+
+DATA_URI = "{{ ti.xcom_pull(task_ids='prepare_data') }}"
+TRAIN_ARGS = [
+    "--data-uri", DATA_URI,
+    "--epochs", "{{ params.epochs }}",
+    "--batch-size", "{{ params.batch_size }}",
+    "--lr", "{{ params.learning_rate }}",
+    "--momentum", "0.9",
+]  # fmt: skip
+LAYOUT = {
+    "compute": "{{ params.compute }}",
+    "instance_type": "{{ params.instance_type }}",
+    "nodes": "{{ params.nodes }}",
+    "image": "{{ params.image or '' }}",
+}
+
+with DAG(
+    dag_id="trainium_mnist_mlp",
+    description="Train the MNIST MLP on Trainium (or locally) and register it",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["trainium", "example"],
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    params={
+        "compute": Param(
+            "auto",
+            enum=["auto", "local", "ecs", "batch"],
+            description="auto: local without a trainium_default connection, ECS for 1 node, Batch for more",
+        ),
+        "instance_type": Param("trn1.2xlarge", enum=sorted(CATALOG)),
+        "nodes": Param(1, type="integer", minimum=1, maximum=64),
+        "epochs": Param(5, type="integer", minimum=1, maximum=100),
+        "batch_size": Param(32, type="integer", minimum=1, maximum=4096, description="per NeuronCore"),
+        "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=10),
+        "min_accuracy": Param(0.9, type="number", minimum=0, maximum=1),
+        "image": Param(None, type=["null", "string"], description="training image (ECS/Batch)"),
+    },
+) as dag:
+    prepare_data = NeuronJobOperator(
+        task_id="prepare_data",
+        entry_point="trainer.mnist_mlp.prepare",
+        job_args=["--seed", "0"],
+        distributed=False,
+        compute="{{ params.compute }}",
+        image="{{ params.image or '' }}",
+    )
+    compile_graphs = NeuronCompileOperator(task_id="compile", entry_point="trainer.mnist_mlp.train",
+                                           job_args=TRAIN_ARGS, trial_steps=10, **LAYOUT)  # fmt: skip
+    train = NeuronTrainingOperator(
+        task_id="train",
+        entry_point="trainer.mnist_mlp.train",
+        job_args=TRAIN_ARGS,
+        compile_cache_uri="{{ ti.xcom_pull(task_ids='compile')['compile_cache_uri'] }}",
+        execution_timeout=timedelta(hours=2),
+        **LAYOUT,
+    )
+    evaluate = NeuronJobOperator(
+        task_id="evaluate",
+        entry_point="trainer.mnist_mlp.evaluate",
+        job_args=[
+            "--model-uri",
+            "{{ ti.xcom_pull(task_ids='train') }}",
+            "--data-uri",
+            DATA_URI,
+            "--min-accuracy",
+            "{{ params.min_accuracy }}",
+        ],  # fmt: skip
+        distributed=False,
+        compute="{{ params.compute }}",
+        instance_type="{{ params.instance_type }}",
+        image="{{ params.image or '' }}",
+    )
+    register = RegisterModelOperator(
+        task_id="register",
+        model_name="mnist-mlp",
+        source_uri="{{ ti.xcom_pull(task_ids='train') }}",
+        dataset_uri=DATA_URI,
+    )
+    prepare_data >> compile_graphs >> train >> evaluate >> register

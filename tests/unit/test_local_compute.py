@@ -1,0 +1,107 @@
+"""Local compute runs real processes: torchrun agents over loopback, killed as a tree."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.local import LocalBackend
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+@pytest.fixture
+def backend(tmp_path):
+    return LocalBackend(tmp_path / "state", max_processes_per_node=2)
+
+
+def run(backend, spec, timeout=300.0):
+    lines: list[str] = []
+    handle = backend.submit(spec, "job-1", {})
+    status = backend.wait(handle, lines.append, timeout)
+    return handle, status, lines
+
+
+def test_two_nodes_of_two_ranks_see_batch_style_environment(backend, tmp_path):
+    out = tmp_path / "out"
+    spec = JobSpec(name="t", entry_point="tests.jobs.report_env", args=(str(out),), instance_type="trn1.32xlarge",
+                   nodes=2, output_uri="file:///tmp/o")  # fmt: skip
+    handle, status, lines = run(backend, spec)
+    assert status.state is JobState.SUCCEEDED, status
+    ranks = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in out.glob("rank-*.json")}
+    assert sorted(ranks) == [0, 1, 2, 3]
+    for rank, env in ranks.items():
+        node = rank // 2
+        assert env["WORLD_SIZE"] == "4" and env["LOCAL_RANK"] == str(rank % 2)
+        assert env["AWS_BATCH_JOB_NUM_NODES"] == "2" and env["AWS_BATCH_JOB_NODE_INDEX"] == str(node)
+        assert env["AWS_BATCH_JOB_MAIN_NODE_INDEX"] == "0"
+        assert env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] == (None if node == 0 else "127.0.0.1")
+        assert env["TRAINIUM_OUTPUT_URI"] == "file:///tmp/o" and env["MALLOC_ARENA_MAX"] == "64"
+    for rank in range(4):
+        assert f"[node {rank // 2} rank {rank}] hello from rank {rank}" in lines
+    assert backend.find_existing("job-1", {}).job_id == handle.job_id  # success is remembered
+
+
+def test_failing_rank_fails_the_job_with_its_own_last_lines_and_kills_the_rest(backend, tmp_path):
+    pids = tmp_path / "pids"
+    spec = JobSpec(name="t", entry_point="tests.jobs.fail_rank", args=("3", "65", str(pids)),
+                   instance_type="trn1.32xlarge", nodes=2)  # fmt: skip
+    _, status, _ = run(backend, spec)
+    assert status.state is JobState.FAILED
+    assert status.exit_code == 65
+    assert "node 1 rank 3" in status.reason
+    assert status.log_tail[-1] == "rank 3 gives up: bad record 42"
+    assert all("rank 3" in line for line in status.log_tail)
+    for pid_file in pids.glob("*.pid"):
+        assert not alive(int(pid_file.read_text())), f"rank {pid_file.stem} still running"
+    assert backend.find_existing("job-1", {}) is None
+
+
+def test_timeout_kills_the_whole_tree(backend, tmp_path):
+    pids = tmp_path / "pids"
+    spec = JobSpec(name="t", entry_point="tests.jobs.fail_rank", args=("99", "0", str(pids)), nodes=1)
+    _, status, _ = run(backend, spec, timeout=3)
+    assert status.state is JobState.FAILED and "timed out" in status.reason
+    assert len(list(pids.glob("*.pid"))) == 2
+    assert not any(alive(int(p.read_text())) for p in pids.glob("*.pid"))
+
+
+def test_cancel_kills_processes_of_a_submitted_job(backend, tmp_path):
+    pids = tmp_path / "pids"
+    spec = JobSpec(name="t", entry_point="tests.jobs.fail_rank", args=("99", "0", str(pids)), distributed=False)
+    handle = backend.submit(spec, "job-1", {})
+    while not list(pids.glob("*.pid")):  # wait for the job to start (bounded by the test timeout)
+        assert backend.status(handle).state is JobState.RUNNING
+    pid = int(next(pids.glob("*.pid")).read_text())
+    backend.cancel(handle, "test")
+    assert not alive(pid)
+
+
+def test_orphans_of_a_previous_worker_are_stopped_before_a_new_try(tmp_path):
+    pids = tmp_path / "pids"
+    spec = JobSpec(name="t", entry_point="tests.jobs.fail_rank", args=("99", "0", str(pids)), distributed=False)
+    first = LocalBackend(tmp_path / "state").submit(spec, "job-1", {})
+    while not list(pids.glob("*.pid")):
+        pass
+    orphan = int(next(pids.glob("*.pid")).read_text())
+    second = LocalBackend(tmp_path / "state")  # a new worker process after a restart
+    handle = second.submit(spec, "job-1", {})
+    assert not alive(orphan)
+    assert handle.job_id != first.job_id
+    second.cancel(handle, "test")
+
+
+def test_processes_per_node_are_capped_on_this_machine(backend):
+    big = JobSpec(name="t", entry_point="x.y", instance_type="trn1.32xlarge")
+    assert backend.local_spec(big).nproc_per_node == 2

@@ -1,0 +1,70 @@
+import pytest
+
+from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
+
+
+def spec(**changes):
+    return JobSpec(name="job", entry_point="trainer.mnist_mlp.train", **changes)
+
+
+def problems(**changes):
+    return " | ".join(spec(**changes).problems())
+
+
+def test_defaults_are_valid_and_use_every_neuron_core():
+    s = spec().validate()
+    assert s.nproc_per_node == 2
+    assert spec(instance_type="trn1.32xlarge", nodes=4).validate().world_size == 128
+    assert spec(instance_type="trn2.48xlarge").nproc_per_node == 64
+
+
+def test_non_distributed_jobs_run_one_process():
+    assert spec(instance_type="trn1.32xlarge", distributed=False).nproc_per_node == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"instance_type": "p5.48xlarge"},
+            "instance_type 'p5.48xlarge' is not a Trainium instance type; allowed:",
+        ),
+        ({"nodes": 0}, "nodes must be an integer >= 1, got 0"),
+        ({"nodes": 2}, "nodes=2 on trn1.2xlarge: this instance type has no EFA"),
+        ({"instance_type": "trn1.32xlarge", "nodes": 65}, "nodes must be between 1 and 64"),
+        (
+            {"instance_type": "trn1.32xlarge", "tensor_parallel_size": 6},
+            "tensor_parallel_size=6 does not divide",
+        ),
+        ({"processes_per_node": 3}, "processes_per_node must be between 1 and 2"),
+        ({"timeout_seconds": 5}, "timeout_seconds must be between 60"),
+        (
+            {"output_uri": "gs://bucket/x"},
+            "output_uri 'gs://bucket/x' must start with one of: file://, s3://",
+        ),
+        ({"env": {"BAD-NAME": "1"}}, "env name 'BAD-NAME' is not a valid environment variable name"),
+        ({"workload": "vision"}, "workload 'vision' is not one of: default, llm"),
+    ],
+)
+def test_bad_specs_name_the_field_and_the_allowed_values(changes, message):
+    with pytest.raises(JobSpecError) as err:
+        spec(**changes).validate()
+    assert message in str(err.value)
+
+
+def test_tensor_parallel_message_lists_the_divisors():
+    assert "allowed: 1, 2, 4, 8, 16, 32" in problems(instance_type="trn1.32xlarge", tensor_parallel_size=6)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(JobSpecError) as err:
+        JobSpec(name="", entry_point="not a module", instance_type="x", nodes=0).validate()
+    assert len(err.value.problems) == 4
+
+
+def test_round_trip_and_stable_hash():
+    s = spec(args=("--epochs", "3"), env={"A": "1"}, wrapper=("neuron_parallel_compile",))
+    again = JobSpec.from_dict(s.to_dict())
+    assert again == s
+    assert again.content_hash() == s.content_hash()
+    assert spec(args=("--epochs", "4")).content_hash() != s.content_hash()
