@@ -1,0 +1,83 @@
+"""The MNIST trainer on eager CPU and torch-xla CPU, one process and two ranks, on the real digits data."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.local import LocalBackend
+from airflow_provider_trainium.neuron.spec import JobSpec
+from trainer.common.errors import EXIT_BAD_INPUT
+from trainer.mnist_mlp.prepare import prepare
+
+ARGS = ("--epochs", "5", "--lr", "0.05", "--momentum", "0.9", "--batch-size", "32")
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory) -> str:
+    uri = tmp_path_factory.mktemp("digits").as_uri()
+    prepare(uri, seed=0)
+    return uri
+
+
+def run_trainer(tmp_path: Path, data_uri: str, runtime: str, ranks: int, *extra: str, out: str = "out") -> dict:
+    output = (tmp_path / out).as_uri()
+    spec = JobSpec(
+        name="mnist",
+        entry_point="trainer.mnist_mlp.train",
+        args=("--data-uri", data_uri, *ARGS, *extra),
+        env={"TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU"},
+        processes_per_node=ranks,
+        output_uri=output,
+    )
+    lines: list[str] = []
+    backend = LocalBackend(tmp_path / "state")
+    handle = backend.submit(spec, f"{out}-{runtime}-{ranks}", {})
+    status = backend.wait(handle, lines.append, 600)
+    assert status.state is JobState.SUCCEEDED, "\n".join(lines[-40:])
+    return json.loads((tmp_path / out / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["eager", "xla"])
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_trains_to_ninety_percent(tmp_path, digits, runtime, ranks):
+    metrics = run_trainer(tmp_path, digits, runtime, ranks)
+    assert metrics["runtime"] == runtime
+    assert metrics["world_size"] == ranks
+    assert metrics["accuracy"] >= 0.90
+    losses = [h["loss"] for h in metrics["history"]]
+    assert losses[-1] < losses[0]
+    assert metrics["samples_per_second"] > 0
+    assert (metrics["xla_compilations"] > 0) is (runtime == "xla")
+    for name in ("model.safetensors", "model_config.json", "_SUCCESS"):
+        assert (tmp_path / "out" / name).exists()
+
+
+@pytest.mark.slow
+def test_compile_trial_covers_every_graph_of_the_training_run(tmp_path, digits):
+    cache = ("--compile-cache-uri", (tmp_path / "cache").as_uri())
+    trial = run_trainer(tmp_path, digits, "xla", 2, *cache, "--compile-only", "--max-steps", "10", out="trial")
+    assert trial["xla_cache_missing"] > 0  # a cold cache: everything compiled fresh
+    warm = run_trainer(tmp_path, digits, "xla", 2, *cache, out="train")
+    assert warm["xla_cache_missing"] == 0
+    assert warm["xla_cache_found"] == warm["xla_compilations"]
+    assert warm["accuracy"] >= 0.90
+
+
+def test_bad_data_exits_with_the_bad_input_code(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train-images-idx3-ubyte.gz").write_bytes(b"\x00\x00\x08\x03garbage")
+    spec = JobSpec(
+        name="mnist",
+        entry_point="trainer.mnist_mlp.train",
+        args=("--data-uri", (tmp_path / "data").as_uri(), "--output-uri", (tmp_path / "o").as_uri()),
+        env={"TRAINIUM_RUNTIME": "eager"},
+        distributed=False,
+    )
+    backend = LocalBackend(tmp_path / "state")
+    status = backend.wait(backend.submit(spec, "bad", {}), lambda line: None, 300)
+    assert status.state is JobState.FAILED
+    assert status.exit_code == EXIT_BAD_INPUT
+    assert any("BAD INPUT" in line and "truncated header" in line for line in status.log_tail)
