@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
 
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.compile import NeuronCompileOperator
@@ -55,6 +55,19 @@ with DAG(
         "image": Param(None, type=["null", "string"], description="training image (ECS/Batch)"),
     },
 ) as dag:
+
+    @task
+    def check_params(params: dict | None = None) -> None:
+        """Reject a bad layout (e.g. several trn1.2xlarge nodes) before anything starts."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
+
+        try:
+            check_layout(params["instance_type"], int(params["nodes"]), entry_point="trainer.mnist_mlp.train")
+        except JobSpecError as err:
+            raise AirflowFailException(str(err)) from err
+
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
         entry_point="trainer.mnist_mlp.prepare",
@@ -95,4 +108,4 @@ with DAG(
         source_uri="{{ ti.xcom_pull(task_ids='train') }}",
         dataset_uri=DATA_URI,
     )
-    prepare_data >> compile_graphs >> train >> evaluate >> register
+    check_params() >> prepare_data >> compile_graphs >> train >> evaluate >> register

@@ -9,6 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The same throwaway Airflow home `make test` uses, for a bare `pytest` run after `make airflow-home`.
+os.environ.setdefault("AIRFLOW_HOME", os.path.join(_REPO, ".airflow"))
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(_REPO, "dags"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

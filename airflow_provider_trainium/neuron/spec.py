@@ -161,3 +161,21 @@ class JobSpec:
         if found:
             raise JobSpecError(found)
         return self
+
+
+def check_layout(
+    instance_type: str,
+    nodes: int,
+    processes_per_node: int | None = None,
+    tensor_parallel_size: int = 1,
+    entry_point: str = "trainer.check",
+) -> None:
+    """Validate a DAG run's parallel layout up front, before any job (paid or not) starts."""
+    JobSpec(
+        name="layout-check",
+        entry_point=entry_point,
+        instance_type=instance_type,
+        nodes=nodes,
+        processes_per_node=processes_per_node,
+        tensor_parallel_size=tensor_parallel_size,
+    ).validate()

@@ -26,7 +26,9 @@ def test_header_is_the_mnist_one():
 
 def test_truncated_file_names_the_file_and_the_sizes():
     raw = encode_idx(images(), compress=False)[:-7]
-    with pytest.raises(IdxFormatError, match=r"train.gz: truncated: header shape \(5, 4, 3\) needs 60 data bytes, found 53"):
+    with pytest.raises(
+        IdxFormatError, match=r"train.gz: truncated: header shape \(5, 4, 3\) needs 60 data bytes, found 53"
+    ):
         decode_idx(gzip.compress(raw), name="train.gz")
 
 
