@@ -1,0 +1,1 @@
+"""Llama-architecture causal LM: data prep, pretraining, fine-tuning and evaluation on Trainium or the CPU."""

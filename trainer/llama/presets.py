@@ -1,0 +1,65 @@
+"""Model size presets and the FLOPs a token costs, for MFU.
+
+``tiny`` trains in about a minute on two CPU cores; ``llama2-7b`` is the published Trn1 reference shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Preset:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    max_position_embeddings: int
+    vocab_size: int | None = None  # None: the tokenizer's vocabulary
+
+    def config_dict(self, vocab_size: int) -> dict[str, Any]:
+        values = asdict(self)
+        values["vocab_size"] = self.vocab_size or vocab_size
+        return values
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(64, 176, 2, 4, 4, 256),
+    "small": Preset(256, 688, 4, 8, 8, 1024),
+    "llama-1b": Preset(2048, 5632, 22, 32, 4, 4096),
+    "llama2-7b": Preset(4096, 11008, 32, 32, 32, 4096, vocab_size=32000),
+    "llama2-13b": Preset(5120, 13824, 40, 40, 40, 4096, vocab_size=32000),
+}
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"preset {name!r} is not one of: {', '.join(PRESETS)}") from None
+
+
+def llama_config(preset: str | Preset, vocab_size: int, **overrides: Any):
+    """A transformers ``LlamaConfig`` for the preset (imported here: DAG files never load transformers)."""
+    from transformers import LlamaConfig
+
+    values = (get_preset(preset) if isinstance(preset, str) else preset).config_dict(vocab_size)
+    values.update(overrides)
+    values.setdefault("tie_word_embeddings", False)
+    values.setdefault("attention_dropout", 0.0)
+    return LlamaConfig(**values)
+
+
+def flops_per_token(config: Any, seq_len: int) -> float:
+    """Training FLOPs per token: 6 x non-embedding parameters + the attention score/value matmuls.
+
+    The usual estimate (forward 2 FLOPs per weight per token, backward twice that), with
+    ``12 * layers * hidden * seq_len`` for attention over the sequence.
+    """
+    h, layers, inter = config.hidden_size, config.num_hidden_layers, config.intermediate_size
+    kv = h * config.num_key_value_heads // config.num_attention_heads
+    per_layer = h * h * 2 + h * kv * 2 + 3 * h * inter  # q, o, k, v, gate/up/down
+    params = layers * per_layer + h * config.vocab_size  # lm_head counts; the embedding lookup does not
+    return 6.0 * params + 12.0 * layers * h * seq_len

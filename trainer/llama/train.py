@@ -1,0 +1,407 @@
+"""Pretrain or fine-tune the Llama model data-parallel (and tensor-parallel on Neuron) across torchrun ranks.
+
+``python -m trainer.llama.train --data-uri URI --output-uri URI --max-steps N [--base-model-uri URI] ...``
+
+- Runtimes: Neuron (neuronx-distributed: TP + ZeRO-1, bf16), torch-xla CPU or eager CPU (data parallel
+  through trainer.common). Set ``TRAINIUM_RUNTIME`` to force one.
+- Every ``--log-every`` steps: loss (mean over ranks), tokens/s and MFU against ``--peak-tflops`` go to
+  the log and to ``metrics.jsonl`` at the output URI.
+- Every ``--checkpoint-every`` steps a checkpoint (model, optimizer, scheduler, RNG, data position) goes
+  to ``--checkpoint-uri``, keeping the last ``--keep-checkpoints``; a rerun resumes from the newest one
+  and ends where an uninterrupted run would.
+- Output: ``model.safetensors``, ``config.json``, ``tokenizer.json``, ``metrics.json``, ``_SUCCESS`` last.
+  A rerun of the same job (same ``TRAINIUM_JOB_HASH``) whose output is complete does nothing.
+- ``--compile-only``: a short trial with the real shapes that fills the compilation cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainer.common import uri as uris
+from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
+from trainer.common.device import Runtime, init_runtime
+from trainer.common.distributed import Distributed, init_distributed
+from trainer.common.errors import BadInputError, exits_on_bad_input
+from trainer.common.metrics import MetricsRecorder
+from trainer.llama import neuron
+from trainer.llama.data import load_blocks, read_index
+from trainer.llama.model import build_config, load_base_weights, new_model, read_weights, save_model
+from trainer.llama.presets import PRESETS, flops_per_token
+
+log = logging.getLogger("trainer")
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    env = os.environ.get
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-uri", required=True)
+    p.add_argument("--output-uri", default=env("TRAINIUM_OUTPUT_URI"))
+    p.add_argument("--checkpoint-uri", default=env("TRAINIUM_CHECKPOINT_URI"))
+    p.add_argument("--compile-cache-uri", default=env("TRAINIUM_COMPILE_CACHE_URI"))
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    p.add_argument("--base-model-uri", default=None, help="directory with model.safetensors + config.json")
+    p.add_argument("--max-steps", type=int, required=True)
+    p.add_argument("--batch-size", type=int, default=8, help="sequences per data-parallel rank")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--min-lr-ratio", type=float, default=0.1)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--checkpoint-every", type=int, default=0, help="0: only at the end")
+    p.add_argument("--keep-checkpoints", type=int, default=2)
+    p.add_argument("--eval-batches", type=int, default=0, help="0: the whole held-out split")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto", help="auto: bf16 on Neuron, fp32 elsewhere")
+    p.add_argument("--tensor-parallel-size", type=int, default=int(env("TRAINIUM_TENSOR_PARALLEL_SIZE", "1")))
+    p.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--activation-checkpointing", action="store_true")
+    p.add_argument("--peak-tflops", type=float, default=float(env("TRAINIUM_PEAK_TFLOPS", "0") or 0),
+                   help="dense BF16 peak of all the job's instances, for MFU (the DAG passes the catalog's)")  # fmt: skip
+    p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
+    args = p.parse_args(argv)
+    for name in ("max_steps", "batch_size", "log_every", "tensor_parallel_size"):
+        if getattr(args, name) < 1:
+            raise BadInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.lr > 0:
+        raise BadInputError(f"--lr must be > 0, got {args.lr}")
+    if not 0 < args.min_lr_ratio <= 1:
+        raise BadInputError(f"--min-lr-ratio must be in (0, 1], got {args.min_lr_ratio}")
+    if not args.output_uri and not args.compile_only:
+        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+    return args
+
+
+def lr_lambda(warmup: int, total: int, min_ratio: float):
+    """Linear warmup then cosine decay to ``min_ratio``; never exactly 0, so XLA sees no new constant."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+@dataclass
+class DataOrder:
+    """Which blocks each step reads: a fresh permutation per epoch, each data-parallel rank its own slice.
+
+    The position is a pure function of the step, so a resumed run reads exactly what the original would.
+    """
+
+    n_blocks: int
+    batch_size: int
+    data_rank: int
+    data_world: int
+    seed: int
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.n_blocks // (self.batch_size * self.data_world)
+
+    def position(self, step: int) -> tuple[int, int]:
+        return divmod(step, self.steps_per_epoch)
+
+    def batch(self, step: int) -> np.ndarray:
+        epoch, index = self.position(step)
+        order = np.random.default_rng(self.seed + epoch).permutation(self.n_blocks)
+        mine = order[self.data_rank :: self.data_world][: self.steps_per_epoch * self.batch_size]
+        return mine[index * self.batch_size : (index + 1) * self.batch_size]
+
+
+def rng_state(runtime: Runtime) -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
+                             "torch": torch.get_rng_state()}  # fmt: skip
+    if runtime.is_xla:
+        import torch_xla.core.xla_model as xm
+
+        state["xla"] = xm.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict[str, Any], runtime: Runtime) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if runtime.is_xla and "xla" in state:
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(state["xla"])
+
+
+def evaluate_loss(model: torch.nn.Module, blocks: np.ndarray, runtime: Runtime, batch_size: int,
+                  max_batches: int = 0, autocast: Any = None) -> float:  # fmt: skip
+    """Mean next-token loss over ``blocks``, in fixed-shape batches (the last padded and masked)."""
+    model.eval()
+    total = torch.zeros((), dtype=torch.float32, device=runtime.device)
+    count = torch.zeros((), dtype=torch.float32, device=runtime.device)
+    with torch.no_grad():
+        for b, start in enumerate(range(0, len(blocks), batch_size)):
+            if max_batches and b >= max_batches:
+                break
+            chunk = torch.from_numpy(blocks[start : start + batch_size])
+            labels = chunk.clone()
+            if len(chunk) < batch_size:
+                pad = batch_size - len(chunk)
+                chunk = torch.cat([chunk, chunk.new_zeros(pad, chunk.shape[1])])
+                labels = torch.cat([labels, labels.new_full((pad, labels.shape[1]), -100)])
+            x, y = chunk.to(runtime.device), labels.to(runtime.device)
+            with autocast or _null():
+                logits = model(input_ids=x).logits.float()
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), y[:, 1:].reshape(-1), ignore_index=-100, reduction="sum"
+            )
+            total += loss
+            count += (y[:, 1:] != -100).sum()
+            runtime.step()
+    model.train()
+    total_cpu, count_cpu = float(runtime.to_cpu(total)), float(runtime.to_cpu(count))
+    return total_cpu / count_cpu if count_cpu else float("nan")
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def make_autocast(precision: str, runtime: Runtime) -> Any:
+    if precision == "auto":
+        precision = "bf16" if runtime.name == "neuron" else "fp32"
+    if precision == "fp32":
+        return None
+    return torch.autocast(device_type="xla" if runtime.is_xla else "cpu", dtype=torch.bfloat16)
+
+
+def already_done(output_uri: str | None) -> bool:
+    """This exact job (same ``TRAINIUM_JOB_HASH``) already wrote a complete output: a rerun changes nothing."""
+    job_hash = os.environ.get("TRAINIUM_JOB_HASH")
+    marker = uris.join(output_uri, "_SUCCESS") if output_uri else None
+    if not job_hash or not marker or not uris.exists(marker):
+        return False
+    return uris.read_json(marker).get("job_hash") == job_hash
+
+
+def train(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.compile_only and already_done(args.output_uri):
+        log.info("output %s is already complete for this job; nothing to do", args.output_uri)
+        return uris.read_json(uris.join(args.output_uri, "metrics.json"))
+    index = read_index(args.data_uri)
+    runtime = init_runtime(args.compile_cache_uri)
+    dist = init_distributed(runtime)
+    use_nxd = runtime.name == "neuron" and neuron.available()
+    if args.tensor_parallel_size > 1 and not use_nxd:
+        raise BadInputError("--tensor-parallel-size > 1 needs neuronx-distributed (the Neuron training image)")
+    log.info("rank %d/%d on %s (%s)%s", dist.rank, dist.world_size, runtime.name, runtime.device,
+             " with neuronx-distributed" if use_nxd else "")  # fmt: skip
+
+    train_blocks = load_blocks(args.data_uri, "train")
+    eval_blocks = load_blocks(args.data_uri, "eval")
+    seq_len = int(index["block_size"])
+    config = build_config(args.preset, int(index["vocab_size"]), args.base_model_uri)
+    base_weights = read_weights(args.base_model_uri) if args.base_model_uri else None
+
+    def build() -> torch.nn.Module:
+        model = new_model(config, args.seed)
+        if base_weights is not None:
+            load_base_weights(model, args.base_model_uri)
+        return model
+
+    data_rank, data_world = dist.rank, dist.world_size
+    if use_nxd:
+        parallel = neuron.NeuronParallel(args.tensor_parallel_size, args.zero1, args.max_grad_norm,
+                                         args.sequence_parallel, args.activation_checkpointing)  # fmt: skip
+        parallel.check(config, dist.world_size)
+        nxd_config = neuron.make_config(parallel)
+        model = neuron.parallel_model(nxd_config, lambda: new_model(config, args.seed), base_weights)
+        optimizer = neuron.parallel_optimizer(nxd_config, model, args.lr, args.weight_decay)
+        data_rank, data_world = neuron.data_parallel_layout()
+    else:
+        model = build().to(runtime.device)
+        decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n]
+        no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "norm" in n]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=args.lr, betas=(0.9, 0.95), foreach=False,
+        )  # fmt: skip
+    params = [p for p in model.parameters() if p.requires_grad]
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(args.warmup_steps, args.max_steps,
+                                                                       args.min_lr_ratio))  # fmt: skip
+    order = DataOrder(len(train_blocks), args.batch_size, data_rank, data_world, args.seed)
+    if order.steps_per_epoch == 0:
+        raise BadInputError(f"{len(train_blocks)} training blocks is fewer than one batch of {args.batch_size} "
+                            f"per rank x {data_world} data-parallel ranks")  # fmt: skip
+    autocast = make_autocast(args.precision, runtime)
+    torch.manual_seed(args.seed + dist.rank)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+
+    step, resumed_from = 0, None
+    if not args.compile_only and args.checkpoint_uri:
+        step = resume(args, runtime, model, optimizer, scheduler, order, use_nxd)
+        resumed_from = step or None
+
+    recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
+    per_token = flops_per_token(config, seq_len)
+    tokens_per_step = args.batch_size * seq_len * data_world
+    window_tokens, window_start, train_seconds, trained_tokens = 0, time.perf_counter(), 0.0, 0
+    last_loss = float("nan")
+    model.train()
+    while step < args.max_steps:
+        idx = order.batch(step)
+        x = torch.from_numpy(train_blocks[idx]).to(runtime.device)
+        with autocast or _null():
+            loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        if not use_nxd:  # the NxD optimizer wrapper all-reduces and clips inside step()
+            dist.all_reduce_gradients(params, runtime)
+            if args.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=False)
+        runtime.step()
+        step += 1
+        window_tokens += tokens_per_step
+        if step % args.log_every == 0 or step == args.max_steps:
+            mean_loss = dist.all_reduce_sum(loss.detach().float(), runtime) / dist.world_size
+            last_loss = float(mean_loss)
+            elapsed = time.perf_counter() - window_start
+            train_seconds += elapsed
+            trained_tokens += window_tokens
+            tokens_per_s = window_tokens / elapsed if elapsed > 0 else 0.0
+            achieved_tflops = tokens_per_s * per_token / 1e12
+            epoch, _ = order.position(step - 1)
+            recorder.record(
+                step=step, epoch=epoch, loss=round(last_loss, 6), lr=scheduler.get_last_lr()[0],
+                tokens_per_s=round(tokens_per_s, 1), tflops=round(achieved_tflops, 6),
+                mfu=round(achieved_tflops / args.peak_tflops, 8) if args.peak_tflops else None,
+                xla_compilations=runtime.compilations(),
+            )  # fmt: skip
+            if dist.is_main and args.output_uri:
+                lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in recorder.history)
+                uris.write_bytes(uris.join(args.output_uri, "metrics.jsonl"), lines.encode())
+            window_tokens, window_start = 0, time.perf_counter()
+        if (not args.compile_only and args.checkpoint_uri and args.checkpoint_every
+                and step % args.checkpoint_every == 0 and step < args.max_steps):  # fmt: skip
+            checkpoint(args, runtime, dist, model, optimizer, scheduler, order, step, use_nxd)
+    if window_tokens:
+        train_seconds += time.perf_counter() - window_start
+        trained_tokens += window_tokens
+    if not args.compile_only and args.checkpoint_uri and step > 0:
+        checkpoint(args, runtime, dist, model, optimizer, scheduler, order, step, use_nxd)
+
+    eval_loss = evaluate_loss(model, eval_blocks if len(eval_blocks) else train_blocks[: args.batch_size],
+                              runtime, args.batch_size, 1 if args.compile_only else args.eval_batches, autocast)  # fmt: skip
+    cache = runtime.cache_counts()
+    tokens_per_s = trained_tokens / train_seconds if train_seconds else 0.0
+    summary: dict[str, Any] = {
+        "runtime": runtime.name,
+        "neuronx_distributed": use_nxd,
+        "world_size": dist.world_size,
+        "data_parallel_size": data_world,
+        "tensor_parallel_size": args.tensor_parallel_size,
+        "preset": args.preset,
+        "parameters": sum(p.numel() for p in params) * (args.tensor_parallel_size if use_nxd else 1),
+        "seq_len": seq_len,
+        "batch_size_per_rank": args.batch_size,
+        "steps": step,
+        "resumed_from_step": resumed_from,
+        "final_loss": round(last_loss, 6),
+        "eval_loss": round(eval_loss, 6),
+        "tokens_per_s": round(tokens_per_s, 1),
+        "flops_per_token": per_token,
+        "peak_tflops": args.peak_tflops or None,
+        "mfu": round(tokens_per_s * per_token / 1e12 / args.peak_tflops, 8) if args.peak_tflops else None,
+        "xla_compilations": runtime.compilations(),
+        "xla_cache_found": cache["found"],
+        "xla_cache_missing": cache["missing"],
+        "compile_only": args.compile_only,
+        "base_model_uri": args.base_model_uri,
+        "data_uri": args.data_uri,
+    }
+    log.info("summary %s", json.dumps(summary, sort_keys=True))
+    weights = neuron.full_state_dict(model) if use_nxd else runtime.to_cpu(model.state_dict())
+    if dist.is_main and args.output_uri:
+        if not args.compile_only:
+            save_model(weights, config, args.output_uri)
+            uris.write_bytes(uris.join(args.output_uri, "tokenizer.json"),
+                             uris.read_bytes(uris.join(args.data_uri, "tokenizer.json")))  # fmt: skip
+        recorder.finish(summary)
+        uris.write_json(uris.join(args.output_uri, "_SUCCESS"), {"job_hash": os.environ.get("TRAINIUM_JOB_HASH")})
+    dist.barrier()
+    dist.close()
+    return summary
+
+
+def checkpoint(args: argparse.Namespace, runtime: Runtime, dist: Distributed, model: Any, optimizer: Any,
+               scheduler: Any, order: DataOrder, step: int, use_nxd: bool) -> None:  # fmt: skip
+    epoch, batch = order.position(step)
+    user = {"step": step, "data_position": {"epoch": epoch, "batch": batch}, "rng": rng_state(runtime),
+            "world_size": dist.world_size, "seed": args.seed}  # fmt: skip
+    if use_nxd:
+        tag = neuron.save(args.checkpoint_uri, step, model, optimizer, scheduler, user, args.keep_checkpoints)
+        dist.barrier()
+        if dist.is_main:  # the pointer moves only once every rank's shards are written
+            uris.write_json(uris.join(args.checkpoint_uri, "latest.json"), {"step": step, "tag": tag})
+        return
+    if dist.is_main:
+        state = {**user, "model": runtime.to_cpu(model.state_dict()),
+                 "optimizer": runtime.to_cpu(optimizer.state_dict()), "scheduler": scheduler.state_dict()}  # fmt: skip
+        save_checkpoint(args.checkpoint_uri, step, state, keep_last=args.keep_checkpoints)
+    dist.barrier()
+
+
+def resume(args: argparse.Namespace, runtime: Runtime, model: Any, optimizer: Any, scheduler: Any,
+           order: DataOrder, use_nxd: bool) -> int:  # fmt: skip
+    """Restore the newest complete checkpoint; returns the step to continue from (0: none)."""
+    if use_nxd:
+        pointer = uris.join(args.checkpoint_uri, "latest.json")
+        if not uris.exists(pointer):
+            return 0
+        latest = uris.read_json(pointer)
+        user = neuron.load(args.checkpoint_uri, latest["tag"], model, optimizer, scheduler) or {}
+    else:
+        user = load_latest_checkpoint(args.checkpoint_uri)
+        if user is None:
+            return 0
+        model.load_state_dict(user["model"])
+        optimizer.load_state_dict(user["optimizer"])
+        scheduler.load_state_dict(user["scheduler"])
+    step = int(user["step"])
+    if "rng" in user:
+        set_rng_state(user["rng"], runtime)
+    expected = user.get("data_position")
+    if expected and tuple(expected.values()) != order.position(step):
+        log.warning("checkpoint data position %s differs from this layout's %s (world size changed?)",
+                    expected, order.position(step))  # fmt: skip
+    log.info("resumed at step %d (epoch %d, batch %d)", step, *order.position(step))
+    return step
+
+
+@exits_on_bad_input
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    train(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
