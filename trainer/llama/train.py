@@ -272,6 +272,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             loss = model(input_ids=x, labels=x).loss
         loss.backward()
         if not use_nxd:  # the NxD optimizer wrapper all-reduces and clips inside step()
+            if dist.enabled:
+                runtime.step()  # one graph for forward + backward; else each gradient's host copy compiles its own
             dist.all_reduce_gradients(params, runtime)
             if args.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
