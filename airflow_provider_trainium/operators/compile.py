@@ -5,32 +5,91 @@ XLA graphs and compiles them in parallel into the cache at ``compile_cache_uri``
 local compute the same trial runs on torch-xla CPU with its persistent cache. The cache key covers the
 graphs, so the trial must use the training run's batch size, parallel layout and node count: pass the
 same ``job_args``, ``instance_type``, ``nodes`` and ``processes_per_node`` as the training task.
+
+After a successful trial the operator records the cache key (compiler version, flags, graph-shaping
+arguments, layout; see :mod:`airflow_provider_trainium.neuron.compile_key`) next to the cache, and a
+later run with the same key skips the trial (``skip_if_cached``).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import Context
 
 from airflow_provider_trainium.compute.base import JobHandle
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig, TrainiumHook
+from airflow_provider_trainium.neuron.compile_key import cache_key, key_inputs, key_record_uri
 from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 
 NEURON_PARALLEL_COMPILE = "neuron_parallel_compile"
 
 
+def _path(uri: str, aws_conn_id: str | None) -> Any:
+    from airflow.sdk import ObjectStoragePath
+
+    remote = "://" in uri and not uri.startswith("file://")
+    return ObjectStoragePath(uri, conn_id=aws_conn_id) if remote and aws_conn_id else ObjectStoragePath(uri)
+
+
+def read_key_record(compile_cache_uri: str, key: str, aws_conn_id: str | None = None) -> dict[str, Any] | None:
+    """The record a finished compilation left for ``key``, or ``None``."""
+    path = _path(key_record_uri(compile_cache_uri, key), aws_conn_id)
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def write_key_record(compile_cache_uri: str, key: str, record: Mapping[str, Any], aws_conn_id: str | None) -> None:
+    path = _path(key_record_uri(compile_cache_uri, key), aws_conn_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+
+
+def local_compiler_version() -> str:
+    """torch-xla's version, read from package metadata (no torch import in the worker)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"torch-xla=={version('torch-xla')}"
+    except PackageNotFoundError:
+        return "eager"
+
+
 class NeuronCompileOperator(NeuronTrainingOperator):
     """Run the training entry point with ``--compile-only --max-steps N``; returns the compile metrics.
 
+    Returns ``{"compile_cache_uri", "cache_key", "skipped", ...trial metrics}``.
+
     :param compile_cache_uri: the cache to fill; default ``<artifact_root>/compile-cache/<dag_id>``.
     :param trial_steps: steps of the trial (neuron_parallel_compile needs 10-15 on Trainium).
+    :param skip_if_cached: skip the trial when the cache already records this run's key.
+    :param compiler_version: part of the key; default: the image reference on ECS/Batch (it pins the
+        Neuron SDK) and the installed torch-xla on local compute. Templated.
+    :param cache_key_extra: more inputs for the key (e.g. the vocabulary size when the data decides it).
     """
 
-    def __init__(self, *, trial_steps: int = 10, **kwargs: Any) -> None:
+    template_fields: Sequence[str] = (*NeuronTrainingOperator.template_fields, "compiler_version", "cache_key_extra")
+
+    def __init__(
+        self,
+        *,
+        trial_steps: int = 10,
+        skip_if_cached: bool = True,
+        compiler_version: str | None = None,
+        cache_key_extra: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.trial_steps = trial_steps
+        self.skip_if_cached = skip_if_cached
+        self.compiler_version = compiler_version
+        self.cache_key_extra = cache_key_extra
 
     def build_spec(self, context: Context, config: TrainiumConfig, compute: str) -> JobSpec:
         if not self.compile_cache_uri:
@@ -46,9 +105,63 @@ class NeuronCompileOperator(NeuronTrainingOperator):
     def wrapper(self, compute: str) -> tuple[str, ...]:
         return () if compute == "local" else (NEURON_PARALLEL_COMPILE,)
 
+    # -- the cache key ------------------------------------------------------------------------------
+    def key_for(self, spec: JobSpec, compute: str) -> tuple[str, dict[str, Any]]:
+        version = self.compiler_version or (local_compiler_version() if compute == "local" else f"image:{spec.image}")
+        per_node = spec.nproc_per_node
+        if compute == "local" and spec.distributed:
+            per_node = min(per_node, self.local_max_processes_per_node)
+        inputs = key_inputs(spec, version, per_node, self.cache_key_extra)
+        return cache_key(inputs), inputs
+
+    def _aws_conn(self, config: TrainiumConfig) -> str | None:
+        return config.aws_conn_id if (self.compile_cache_uri or "").startswith("s3://") else None
+
+    def execute(self, context: Context) -> Any:
+        if self.skip_if_cached:
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from airflow_provider_trainium.compute.factory import resolve_compute
+
+            try:
+                config = TrainiumHook(self.trainium_conn_id).get_config()
+                compute = resolve_compute(str(self.compute), config, int(self.nodes))
+                spec = self.build_spec(context, config, compute)
+            except ValueError as err:
+                raise AirflowFailException(str(err)) from err
+            key, _ = self.key_for(spec, compute)
+            record = read_key_record(str(self.compile_cache_uri), key, self._aws_conn(config))
+            if record is not None:
+                self.log.info(
+                    "compile cache %s already holds key %s (compiled by %s/%s on %s): skipping the trial",
+                    self.compile_cache_uri, key, record.get("dag_id"), record.get("run_id"), record.get("created"),
+                )  # fmt: skip
+                result = {"compile_cache_uri": self.compile_cache_uri, "cache_key": key, "skipped": True,
+                          **record.get("metrics", {})}  # fmt: skip
+                context["ti"].xcom_push(key="metrics", value=record.get("metrics", {}))
+                return result
+        return NeuronJobOperator.execute(self, context)
+
     def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
+        from airflow_provider_trainium.compute.factory import resolve_compute
+
         metrics = self.load_metrics(context, str(spec.output_uri))
-        return {"compile_cache_uri": self.compile_cache_uri, **metrics}
+        config = TrainiumHook(self.trainium_conn_id).get_config()
+        compute = resolve_compute(str(self.compute), config, int(self.nodes))
+        key, inputs = self.key_for(spec, compute)
+        ti = context["ti"]
+        record = {
+            "key": key,
+            "inputs": inputs,
+            "metrics": metrics,
+            "dag_id": ti.dag_id,
+            "run_id": ti.run_id,
+            "task_id": ti.task_id,
+            "created": datetime.now(UTC).isoformat(),
+        }
+        write_key_record(str(self.compile_cache_uri), key, record, self._aws_conn(config))
+        self.log.info("recorded compile cache key %s at %s", key, key_record_uri(str(self.compile_cache_uri), key))
+        return {"compile_cache_uri": self.compile_cache_uri, "cache_key": key, "skipped": False, **metrics}
 
 
 def default_compile_cache_uri(config: TrainiumConfig, dag_id: str) -> str:

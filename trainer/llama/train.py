@@ -151,6 +151,7 @@ def evaluate_loss(model: torch.nn.Module, blocks: np.ndarray, runtime: Runtime, 
     model.eval()
     total = torch.zeros((), dtype=torch.float32, device=runtime.device)
     count = torch.zeros((), dtype=torch.float32, device=runtime.device)
+    runtime.step()  # the accumulators are inputs of every batch's graph, the first included
     with torch.no_grad():
         for b, start in enumerate(range(0, len(blocks), batch_size)):
             if max_batches and b >= max_batches:
@@ -312,7 +313,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         checkpoint(args, runtime, dist, model, optimizer, scheduler, order, step, use_nxd)
 
     eval_loss = evaluate_loss(model, eval_blocks if len(eval_blocks) else train_blocks[: args.batch_size],
-                              runtime, args.batch_size, 1 if args.compile_only else args.eval_batches, autocast)  # fmt: skip
+                              runtime, args.batch_size, 2 if args.compile_only else args.eval_batches, autocast)  # fmt: skip
     cache = runtime.cache_counts()
     tokens_per_s = trained_tokens / train_seconds if train_seconds else 0.0
     summary: dict[str, Any] = {

@@ -1,0 +1,71 @@
+"""Evaluate a fine-tuned model against its base on the held-out blocks of the same data set.
+
+Writes ``evaluation.json`` to ``--output-uri``: both losses and perplexities and ``improved`` (the
+fine-tuned loss beats the base's by more than ``--min-improvement``). Without a base model the
+reference is the seeded random initialization of the same architecture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+
+from trainer.common import uri as uris
+from trainer.common.device import init_runtime
+from trainer.common.errors import BadInputError, exits_on_bad_input
+from trainer.llama.data import load_blocks, read_index
+from trainer.llama.model import build_config, load_base_weights, new_model
+from trainer.llama.train import evaluate_loss
+
+log = logging.getLogger("trainer")
+
+
+def model_loss(model_uri: str | None, like_uri: str, data_uri: str, runtime, batch_size: int, vocab: int) -> float:
+    config = build_config("tiny", vocab, model_uri or like_uri)
+    model = new_model(config, seed=0)
+    if model_uri:
+        load_base_weights(model, model_uri)
+    blocks = load_blocks(data_uri, "eval")
+    if len(blocks) == 0:
+        blocks = load_blocks(data_uri, "train")
+    return evaluate_loss(model.to(runtime.device), blocks, runtime, batch_size)
+
+
+@exits_on_bad_input
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model-uri", required=True)
+    p.add_argument("--base-model-uri", default=None)
+    p.add_argument("--data-uri", required=True)
+    p.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--min-improvement", type=float, default=0.0, help="required drop in eval loss")
+    p.add_argument("--compile-cache-uri", default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if not args.output_uri:
+        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+    runtime = init_runtime(args.compile_cache_uri)
+    vocab = int(read_index(args.data_uri)["vocab_size"])
+    loss = model_loss(args.model_uri, args.model_uri, args.data_uri, runtime, args.batch_size, vocab)
+    base_loss = model_loss(args.base_model_uri, args.model_uri, args.data_uri, runtime, args.batch_size, vocab)
+    result = {
+        "model_uri": args.model_uri,
+        "base_model_uri": args.base_model_uri,
+        "data_uri": args.data_uri,
+        "eval_loss": round(loss, 6),
+        "base_eval_loss": round(base_loss, 6),
+        "perplexity": round(math.exp(min(loss, 50)), 4),
+        "base_perplexity": round(math.exp(min(base_loss, 50)), 4),
+        "min_improvement": args.min_improvement,
+        "improved": bool(loss < base_loss - args.min_improvement),
+    }
+    uris.write_json(uris.join(args.output_uri, "evaluation.json"), result)
+    log.info("evaluation %s", json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
