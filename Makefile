@@ -11,7 +11,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint lock venv airflow-home clean
+.PHONY: demo test lint lock venv airflow-home clean bench-parse
 
 venv: $(VENV)/.installed
 
@@ -47,3 +47,6 @@ lock:
 
 clean:
 	rm -rf $(VENV) $(AIRFLOW_HOME)
+
+bench-parse: airflow-home
+	$(BIN)/python benchmarks/dag_parse.py
