@@ -103,7 +103,9 @@ class OciRegistry:
                 url, headers={"Accept": ", ".join(MANIFEST_TYPES)}, auth=auth, timeout=self._timeout
             )
         except requests.RequestException as exc:
-            raise RegistryUnreachable(f"registry {self.host} is unreachable ({url}): {type(exc).__name__}") from None
+            raise RegistryUnreachable(
+                f"registry {self.host} is unreachable ({url}): {type(exc).__name__}"
+            ) from None
         if response.status_code == 404:
             return None
         if response.status_code in (401, 403):

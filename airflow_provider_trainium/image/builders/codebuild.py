@@ -166,7 +166,7 @@ class CodeBuildBuilder:
         token: dict[str, Any] = {}
         while True:
             build = client.batch_get_builds(ids=[build_id])["builds"][0]
-            self._stream_logs(build, tail, token)
+            self.stream_logs(build, tail, token)
             status = build.get("buildStatus", "IN_PROGRESS")
             if status in TERMINAL:
                 break
@@ -182,7 +182,7 @@ class CodeBuildBuilder:
             raise BuildFailed(f"CodeBuild build {build_id} ended {status}{where}", tuple(tail.lines))
         return build
 
-    def _stream_logs(self, build: dict[str, Any], tail: LogTail, token: dict[str, Any]) -> None:
+    def stream_logs(self, build: dict[str, Any], tail: LogTail, token: dict[str, Any]) -> None:
         logs = build.get("logs") or {}
         group, stream = logs.get("groupName"), logs.get("streamName")
         if not group or not stream:
