@@ -111,3 +111,30 @@ def test_failed_build_reports_the_log_tail_and_pushes_nothing(
     assert "last lines of the build log" in message
     assert "RUN exit 3" in message  # the failing step, from buildah's own output
     assert registry.lookup(context.tag()) is None
+
+
+def test_command_line_builds_once_then_reports_the_existing_image(
+    local_registry: LocalRegistry,
+    buildah_options: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from airflow_provider_trainium.image.__main__ import main
+
+    app = make_app(tmp_path / "cli", "cli")
+    argv = ["--context", str(app), "--dockerfile", "Dockerfile", "--insecure"]
+    argv += [
+        "--repository",
+        local_registry.repository("trainium/cli"),
+        "--buildah-root",
+        buildah_options["root"],
+    ]
+    argv += ["--buildah-runroot", buildah_options["runroot"]]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert (first["built"], second["built"]) == (True, False)
+    assert first["image"] == second["image"] and first["digest"].startswith("sha256:")
+    assert main(["--context", str(tmp_path / "missing"), "--repository", "localhost:1/x"]) == 1
+    assert "is not a directory" in capsys.readouterr().err
