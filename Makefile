@@ -11,7 +11,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint lock venv airflow-home clean bench-parse
+.PHONY: demo test lint lock venv airflow-home clean bench-parse bench-mnist
 
 venv: $(VENV)/.installed
 
@@ -50,3 +50,6 @@ clean:
 
 bench-parse: airflow-home
 	$(BIN)/python benchmarks/dag_parse.py
+
+bench-mnist: venv
+	$(BIN)/python benchmarks/mnist_throughput.py

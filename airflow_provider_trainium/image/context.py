@@ -65,9 +65,7 @@ def _entry(root: Path, rel: str) -> Entry:
         mode = 0o755 if st.st_mode & 0o111 else 0o644
         return Entry(rel, "file", mode, _file_digest(path, rel))
     kind = "socket" if stat.S_ISSOCK(st.st_mode) else "fifo" if stat.S_ISFIFO(st.st_mode) else "device"
-    raise ContextError(
-        f"build context path {rel!r} is a {kind}; only files, directories and symlinks can be copied"
-    )
+    raise ContextError(f"build context path {rel!r} is a {kind}; only files, directories and symlinks can be copied")
 
 
 @dataclass(frozen=True)
@@ -95,9 +93,7 @@ class BuildContext:
         df_path = Path(dockerfile)
         df_path = (df_path if df_path.is_absolute() else root_path / df_path).resolve()
         if not df_path.is_relative_to(root_path):
-            raise ContextError(
-                f"Dockerfile {dockerfile!r} must lie inside the build context {str(root_path)!r}"
-            )
+            raise ContextError(f"Dockerfile {dockerfile!r} must lie inside the build context {str(root_path)!r}")
         if not df_path.is_file():
             raise ContextError(f"Dockerfile not found: {str(df_path)!r}")
         try:
@@ -248,13 +244,9 @@ class _Collector:
                 if matches_or_parent(regex, found):
                     self.add(found)
         if len(self.entries) == before:
-            raise ContextError(
-                f"COPY source {source!r} matches no file in the build context (after .dockerignore)"
-            )
+            raise ContextError(f"COPY source {source!r} matches no file in the build context (after .dockerignore)")
 
-    def _walk(
-        self, base: str, regex: re.Pattern[str] | None = None, depth: int | None = None
-    ) -> Iterator[str]:
+    def _walk(self, base: str, regex: re.Pattern[str] | None = None, depth: int | None = None) -> Iterator[str]:
         """Context-relative paths under ``base`` (itself too unless it is the root), pruned where possible."""
         prunable = not self.rules.has_exceptions
         if base != ".":

@@ -25,9 +25,7 @@ MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.list.v2+json",
     "application/vnd.docker.distribution.manifest.v2+json",
 )
-ECR_URI = re.compile(
-    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(?P<name>.+)$"
-)
+ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(?P<name>.+)$")
 _REPO_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 
 
@@ -103,15 +101,11 @@ class OciRegistry:
                 url, headers={"Accept": ", ".join(MANIFEST_TYPES)}, auth=auth, timeout=self._timeout
             )
         except requests.RequestException as exc:
-            raise RegistryUnreachable(
-                f"registry {self.host} is unreachable ({url}): {type(exc).__name__}"
-            ) from None
+            raise RegistryUnreachable(f"registry {self.host} is unreachable ({url}): {type(exc).__name__}") from None
         if response.status_code == 404:
             return None
         if response.status_code in (401, 403):
-            raise RegistryError(
-                f"registry {self.host} refused access to {self.name} (HTTP {response.status_code})"
-            )
+            raise RegistryError(f"registry {self.host} refused access to {self.name} (HTTP {response.status_code})")
         if response.status_code != 200:
             raise RegistryError(f"registry {self.host} answered HTTP {response.status_code} for {url}")
         digest = response.headers.get("Docker-Content-Digest")
@@ -128,9 +122,7 @@ class OciRegistry:
 class EcrRegistry:
     """An Amazon ECR repository, reached only through the amazon provider's EcrHook and its AWS connection."""
 
-    def __init__(
-        self, repository_name: str, *, aws_conn_id: str | None, region_name: str | None = None
-    ) -> None:
+    def __init__(self, repository_name: str, *, aws_conn_id: str | None, region_name: str | None = None) -> None:
         if not _REPO_NAME.match(repository_name):
             raise RegistryError(f"ECR repository name {repository_name!r} is not valid")
         self.name = repository_name
@@ -161,9 +153,7 @@ class EcrRegistry:
         if self._described is None:
             client = self.hook.conn
             try:
-                response = self._call(
-                    "DescribeRepositories", client.describe_repositories, repositoryNames=[self.name]
-                )
+                response = self._call("DescribeRepositories", client.describe_repositories, repositoryNames=[self.name])
             except client.exceptions.RepositoryNotFoundException:
                 raise RegistryError(
                     f"ECR repository {self.name!r} does not exist in {client.meta.region_name}; "

@@ -114,7 +114,9 @@ class NeuronImageBuildOperator(BaseOperator):
 
         if not isinstance(self.builder, str):
             return self.builder
-        name = auto_builder_name(config.configured) if self.builder == "auto" else self.builder
+        name = self.builder
+        if name == "auto":
+            name = config.image_builder or auto_builder_name(config.configured)
         options = dict(self.builder_options)
         if name == "codebuild":
             source = self.codebuild_source_uri

@@ -87,9 +87,7 @@ def test_repository_strings_pick_the_registry(aws_conn_id: str) -> None:
         "team/train",
         "eu-west-1",
     )
-    assert isinstance(
-        parse_repository("train", aws_conn_id=aws_conn_id, region_name="us-east-1"), EcrRegistry
-    )
+    assert isinstance(parse_repository("train", aws_conn_id=aws_conn_id, region_name="us-east-1"), EcrRegistry)
     oci = parse_repository("localhost:5000/train", aws_conn_id=None, region_name=None, insecure=True)
     assert not isinstance(oci, EcrRegistry) and oci.repository == "localhost:5000/train"
 

@@ -43,12 +43,8 @@ def make_app(root: Path, marker: str, dockerfile: str = DOCKERFILE) -> Path:
 def fetch(registry: LocalRegistry, name: str, ref: str, kind: str = "manifests") -> bytes:
     import requests
 
-    accept = (
-        "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
-    )
-    response = requests.get(
-        f"http://{registry.host}/v2/{name}/{kind}/{ref}", headers={"Accept": accept}, timeout=10
-    )
+    accept = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+    response = requests.get(f"http://{registry.host}/v2/{name}/{kind}/{ref}", headers={"Accept": accept}, timeout=10)
     response.raise_for_status()
     return response.content
 
@@ -76,9 +72,7 @@ def test_build_push_then_skip_returns_the_same_digest(
     contents: dict[str, bytes] = {}
     for layer in manifest["layers"]:
         blob = fetch(local_registry, "trainium/first", layer["digest"], "blobs")
-        with tarfile.open(
-            fileobj=io.BytesIO(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)
-        ) as tar:
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob)) as tar:
             for member in tar.getmembers():
                 members[member.name.lstrip("./")] = member
                 if member.isfile():
@@ -90,9 +84,7 @@ def test_build_push_then_skip_returns_the_same_digest(
     # A second worker with a fresh checkout: same content, new mtimes -> no build, same digest.
     clone = make_app(tmp_path / "clone", "one")
     (clone / "run.sh").chmod(0o755)
-    second = ensure_image(
-        BuildContext.load(clone, build_args={"SOURCE_REVISION": "rev-1"}), registry, builder
-    )
+    second = ensure_image(BuildContext.load(clone, build_args={"SOURCE_REVISION": "rev-1"}), registry, builder)
     assert builder.calls == 1
     assert not second.built
     assert (second.digest, second.reference, second.tag) == (first.digest, first.reference, first.tag)

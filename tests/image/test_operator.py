@@ -26,9 +26,7 @@ with DAG(os.environ["IMAGE_TEST_DAG_ID"], schedule=None, start_date=dt.datetime(
 """
 
 
-def run_once(
-    monkeypatch: pytest.MonkeyPatch, folder: Path, dag_id: str, builder: Any, **kwargs: Any
-) -> dict[str, Any]:
+def run_once(monkeypatch: pytest.MonkeyPatch, folder: Path, dag_id: str, builder: Any, **kwargs: Any) -> dict[str, Any]:
     """One dag.test() run of a DAG file holding only the operator; returns its state and XComs.
 
     dag.test() needs the DAG in a bundle, so the DAG lives in a file of a temporary bundle; the
@@ -100,9 +98,7 @@ def test_operator_builds_then_reuses(
     assert (second["image"], second["tag"]) == (first["image"], first["tag"])
 
     # A new revision is a build arg, so it is a new tag (and a build).
-    third = run_once(
-        monkeypatch, dags, "image_build_third", builder, **{**kwargs, "source_revision": "4567def"}
-    )
+    third = run_once(monkeypatch, dags, "image_build_third", builder, **{**kwargs, "source_revision": "4567def"})
     assert builder.calls == 2 and third["tag"] != first["tag"] and third["built"] is True
 
 
@@ -154,18 +150,16 @@ def test_image_already_in_ecr_is_returned_with_a_console_link(
     from airflow_provider_trainium.links.ecr import EcrImageLink
 
     ecr = ecr_setup(aws_conn_id, monkeypatch)
-    app = write_tree(
-        tmp_path / "repo", {"docker/Dockerfile": "FROM scratch\nCOPY trainer/ /t/\n", "trainer/a.py": ""}
-    )
+    app = write_tree(tmp_path / "repo", {"docker/Dockerfile": "FROM scratch\nCOPY trainer/ /t/\n", "trainer/a.py": ""})
     tag = BuildContext.load(app, "docker/Dockerfile").tag()
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
         "layers": [{"digest": "sha256:" + "e" * 64}],
     }
-    digest = ecr.put_image(repositoryName="trainium/train", imageManifest=json.dumps(manifest), imageTag=tag)[
-        "image"
-    ]["imageId"]["imageDigest"]
+    digest = ecr.put_image(repositoryName="trainium/train", imageManifest=json.dumps(manifest), imageTag=tag)["image"][
+        "imageId"
+    ]["imageDigest"]
     builder = CountingBuilder(BuildahBuilder())  # present but must not be used
     out = run_once(monkeypatch, tmp_path / "dags", "image_build_ecr", builder, context_dir=str(app))
     assert out["state"] == "success" and builder.calls == 0 and out["built"] is False
@@ -188,9 +182,7 @@ def test_codebuild_chosen_by_name_takes_its_settings_from_the_connection(
     from airflow_provider_trainium.image.errors import BuildFailed
 
     ecr_setup(aws_conn_id, monkeypatch)
-    app = write_tree(
-        tmp_path / "repo", {"docker/Dockerfile": "FROM scratch\nCOPY trainer/ /t/\n", "trainer/a.py": ""}
-    )
+    app = write_tree(tmp_path / "repo", {"docker/Dockerfile": "FROM scratch\nCOPY trainer/ /t/\n", "trainer/a.py": ""})
     operator = NeuronImageBuildOperator(
         task_id="image", context_dir=str(app), builder="codebuild", codebuild_service_role_arn=ROLE
     )
@@ -200,9 +192,7 @@ def test_codebuild_chosen_by_name_takes_its_settings_from_the_connection(
         operator.execute(context={})  # type: ignore[arg-type]
     digest = BuildContext.load(app, "docker/Dockerfile").digest
     s3 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3").conn
-    assert (
-        s3.head_object(Bucket="artifacts", Key=f"trainium/image-contexts/{digest}.zip")["ContentLength"] > 0
-    )
+    assert s3.head_object(Bucket="artifacts", Key=f"trainium/image-contexts/{digest}.zip")["ContentLength"] > 0
     codebuild = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="codebuild").conn
     assert len(codebuild.list_builds_for_project(projectName="trainium-image-build")["ids"]) == 1
 

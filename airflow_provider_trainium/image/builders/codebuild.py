@@ -50,8 +50,7 @@ def buildspec(request: BuildRequest) -> str:
                 "commands": [
                     shlex.join(build),
                     f"docker push {image}",
-                    "IMAGE_DIGEST=$(docker inspect --format '{{index .RepoDigests 0}}' "
-                    f"{image} | cut -d@ -f2)",
+                    f"IMAGE_DIGEST=$(docker inspect --format '{{{{index .RepoDigests 0}}}}' {image} | cut -d@ -f2)",
                 ]
             },
         },
@@ -98,9 +97,7 @@ class CodeBuildBuilder:
     def _hook(self, client_type: str):  # type: ignore[no-untyped-def]
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-        return AwsBaseHook(
-            aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type=client_type
-        )
+        return AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type=client_type)
 
     def upload_context(self, request: BuildRequest) -> str:
         """Zip the staged context to ``s3://bucket/prefix/<context digest>.zip``; returns ``bucket/key``."""
@@ -175,9 +172,7 @@ class CodeBuildBuilder:
             failed = [p for p in build.get("phases", []) if p.get("phaseStatus") not in (None, "SUCCEEDED")]
             where = ""
             if failed:
-                contexts = "; ".join(
-                    c.get("message", "") for c in failed[0].get("contexts", []) if c.get("message")
-                )
+                contexts = "; ".join(c.get("message", "") for c in failed[0].get("contexts", []) if c.get("message"))
                 where = f" in phase {failed[0].get('phaseType')}" + (f": {contexts}" if contexts else "")
             raise BuildFailed(f"CodeBuild build {build_id} ended {status}{where}", tuple(tail.lines))
         return build
