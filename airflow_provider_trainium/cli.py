@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
-#: Modules that each expose ``register(subparsers)``; the subparser sets ``func(args) -> int``.
+#: Modules that each expose ``register(subparsers)``; the subparser sets ``func(args, out) -> int``, where
+#: ``out`` is the stream for the command's result. Everything else a command prints goes to stderr.
 COMMANDS: list[str] = [
     "airflow_provider_trainium.commands.configure",
 ]
@@ -23,10 +26,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def logs_to_stderr() -> None:
+    """Airflow logs to stdout; a command's stdout is its result (``--dry-run > conn.json``), so move them."""
+    import airflow  # noqa: F401  (configures logging on import)
+
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler:
+            handler.setStream(sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out = sys.stdout
+    logs_to_stderr()
     try:
-        return args.func(args)
+        # Loggers that Airflow sets up while the command runs bind sys.stdout then: let them find stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            return args.func(args, out)
     except ValueError as err:
         print(f"airflow-trainium {args.command}: {err}", file=sys.stderr)
         return 2

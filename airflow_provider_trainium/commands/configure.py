@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
@@ -76,7 +76,7 @@ def save_connection(conn_id: str, connection: dict[str, Any]) -> bool:
         return False
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     connection = build_connection(args)
     extra = connection["extra"]
     if not extra.get("ecs_cluster") and not extra.get("batch_job_queues"):
@@ -86,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.dry_run:
-        print(json.dumps({args.conn_id: connection}, indent=2, sort_keys=True))
+        print(json.dumps({args.conn_id: connection}, indent=2, sort_keys=True), file=out)
         return 0
     created = save_connection(args.conn_id, connection)
     verb = "created" if created else "updated"
-    print(f"{verb} connection {args.conn_id} from stacks {', '.join(args.stack)}")
+    print(f"{verb} connection {args.conn_id} from stacks {', '.join(args.stack)}", file=out)
     return 0
