@@ -142,6 +142,9 @@ class ModelRegistry:
     def _model_dir(self, name: str) -> ObjectStoragePath:
         return self.root / "models" / validate_model_name(name)
 
+    def _fresh(self, name: str | None = None) -> None:
+        store.refresh(self._model_dir(name) if name else self.root / "models")
+
     def _version_dir(self, name: str, version: int) -> ObjectStoragePath:
         return self._model_dir(name) / "versions" / str(validate_version(version))
 
@@ -156,6 +159,7 @@ class ModelRegistry:
 
     # -- reading -------------------------------------------------------------------------------------
     def list_models(self) -> list[str]:
+        self._fresh()
         models = self.root / "models"
         if not models.exists():
             return []
@@ -164,6 +168,7 @@ class ModelRegistry:
 
     def list_versions(self, name: str) -> list[int]:
         """Published versions (those with a manifest), oldest first."""
+        self._fresh(name)
         versions = self._model_dir(name) / "versions"
         if not versions.exists():
             return []
@@ -172,6 +177,7 @@ class ModelRegistry:
 
     def get_version(self, name: str, version: int) -> ModelVersion:
         vdir = self._version_dir(name, version)
+        self._fresh(name)
         manifest = store.read_json(vdir / "manifest.json")
         if manifest is None:
             raise NotFoundError(f"model {name!r} has no version {version} in {store.uri_of(self.root)}")
@@ -225,6 +231,8 @@ class ModelRegistry:
 
         Identical content (same relative paths and sha256) returns the version that already holds it,
         so a retried task, or a second run that produced the same bytes, never creates a second version.
+        ``created`` is True when this call, or an earlier try of the same task (same dag_id, run_id,
+        task_id, map_index in ``lineage``), published the version.
         A registration that crashed part-way is finished by the next registration of the same content.
         """
         validate_model_name(name)
@@ -254,10 +262,12 @@ class ModelRegistry:
                     # Someone claimed this content first: give our number back and follow theirs.
                     self._release_claim(name, version, fp)
                     continue
+            self._fresh(name)
             existing = store.read_json(self._version_dir(name, version) / "manifest.json")
             if existing is not None:
+                mine = _same_task(existing.get("source") or {}, lineage or {})
                 log.info("model %s: content %s is already version %d", name, fp[:12], version)
-                return RegisterResult(self._model_version(name, version, existing), created=False)
+                return RegisterResult(self._model_version(name, version, existing), created=mine)
             return self._publish(name, version, source, entries, fp, manifest_fields)
         raise RegistryError(f"could not register {name!r}: too much contention")
 
@@ -316,10 +326,12 @@ class ModelRegistry:
         }
 
     def _version_for_content(self, name: str, fp: str) -> int | None:
+        self._fresh(name)
         index = store.read_json(self._model_dir(name) / "index" / f"{fp}.json")
         return int(index["version"]) if index else None
 
     def _claimed_numbers(self, name: str) -> list[int]:
+        self._fresh(name)
         versions = self._model_dir(name) / "versions"
         if not versions.exists():
             return []
@@ -387,6 +399,7 @@ class ModelRegistry:
         return AliasState.from_dict(head) if head else None
 
     def list_aliases(self, name: str) -> dict[str, AliasState]:
+        self._fresh(name)
         aliases = self._model_dir(name) / "aliases"
         if not aliases.exists():
             return {}
@@ -400,6 +413,7 @@ class ModelRegistry:
 
     def alias_history(self, name: str, alias: str) -> list[AliasState]:
         validate_alias(alias)
+        self._fresh(name)
         out = []
         for revision in range(1, 10**8):
             entry = store.read_json(self._history_file(name, alias, revision))
@@ -411,6 +425,7 @@ class ModelRegistry:
     def _alias_head(self, name: str, alias: str) -> dict[str, Any] | None:
         """The alias's latest move: the pointer, rolled forward over history entries newer than it
         (a mover that crashed between the two writes leaves the pointer one step behind)."""
+        self._fresh(name)
         head = store.read_json(self._alias_file(name, alias))
         revision = int(head["revision"]) if head else 0
         while (newer := store.read_json(self._history_file(name, alias, revision + 1))) is not None:
@@ -456,6 +471,7 @@ class ModelRegistry:
     def _advance_pointer(self, name: str, alias: str, state: AliasState) -> None:
         path = self._alias_file(name, alias)
         for _ in range(MAX_ATTEMPTS):
+            self._fresh(name)
             data, token = store.read_for_swap(path)
             current = json.loads(data) if data else None
             if current and int(current["revision"]) >= state.revision:
@@ -468,6 +484,7 @@ class ModelRegistry:
     def verify(self, name: str, version: int) -> VerifyReport:
         """Recompute every file's size and sha256 against the manifest; list what differs."""
         mv = self.get_version(name, version)
+        self._fresh(name)
         files = self._version_dir(name, version) / "files"
         problems = []
         listed = {f["path"] for f in mv.manifest.get("files", [])}
@@ -486,6 +503,12 @@ class ModelRegistry:
                 if rel not in listed:
                     problems.append(f"{rel}: not in the manifest")
         return VerifyReport(name, int(version), len(listed), problems)
+
+
+def _same_task(recorded: dict[str, Any], lineage: dict[str, Any]) -> bool:
+    """Was the existing version registered by this very task (an earlier try of it)?"""
+    keys = ("dag_id", "run_id", "task_id", "map_index")
+    return bool(lineage.get("run_id")) and all(recorded.get(k) == lineage.get(k) for k in keys)
 
 
 def _same_size(path: ObjectStoragePath, size: int) -> bool:

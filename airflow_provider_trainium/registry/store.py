@@ -24,14 +24,19 @@ from typing import Any
 
 from airflow.sdk import ObjectStoragePath
 
-CHUNK = 8 * 2**20
+SCHEMES = ("file", "s3")
 
 
 def open_root(uri: str, conn_id: str | None = None) -> ObjectStoragePath:
     """An ObjectStoragePath for a root URI; plain paths become ``file://`` URIs."""
     if "://" not in uri:
         uri = "file://" + os.path.abspath(uri)
-    if uri.startswith("file://"):
+    scheme = uri.split("://", 1)[0]
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"unsupported URI {uri!r}: the registry works on {', '.join(s + '://' for s in SCHEMES)}"
+        )
+    if scheme == "file":
         conn_id = None
     return ObjectStoragePath(uri.rstrip("/"), conn_id=conn_id)
 
@@ -50,7 +55,13 @@ def uri_of(path: ObjectStoragePath) -> str:
 
 
 def read_bytes(path: ObjectStoragePath) -> bytes | None:
-    """The object's bytes, or None when it does not exist."""
+    """The object's bytes, or None when it does not exist.
+
+    On S3 this is one ``GetObject``: s3fs's file objects would HEAD first and then fail with
+    ``FileExpired`` when another process replaced the object in between (alias files do change).
+    """
+    if _is_s3(path):
+        return _s3_get(path)[0]
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -127,9 +138,17 @@ def read_for_swap(path: ObjectStoragePath) -> tuple[bytes | None, str | None]:
 
     On S3 the ETag must belong to the very bytes returned, so both come from one ``GetObject``.
     """
-    if is_local(path):
-        data = read_bytes(path)
-        return data, _local_token(data)
+    if _is_s3(path):
+        return _s3_get(path)
+    data = read_bytes(path)
+    return data, _local_token(data)
+
+
+def _is_s3(path: ObjectStoragePath) -> bool:
+    return path.protocol in ("s3", "s3a", "s3n")
+
+
+def _s3_get(path: ObjectStoragePath) -> tuple[bytes | None, str | None]:
     from fsspec.asyn import sync
 
     fs = path.fs
@@ -177,3 +196,20 @@ def _lost_race(exc: BaseException) -> bool:
     cause = getattr(exc, "__cause__", None)
     response = getattr(cause, "response", None) or {}
     return response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict")
+
+
+def refresh(path: ObjectStoragePath) -> None:
+    """Forget cached listings at and under ``path`` (and its parents).
+
+    s3fs caches directory listings per process and answers ``exists``/``info`` from them; other
+    processes register versions and move aliases, so every registry read starts from S3 itself.
+    """
+    fs = path.fs
+    cache = getattr(fs, "dircache", None)
+    if not cache:
+        return
+    prefix = fs._strip_protocol(path.path).rstrip("/")
+    for key in list(cache):
+        if key == prefix or key.startswith(prefix + "/"):
+            cache.pop(key, None)
+    fs.invalidate_cache(prefix)
