@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS: list[str] = [
@@ -24,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Airflow logs to stdout; a command's stdout is its result (tables, JSON for pipes).
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -6,6 +6,7 @@ import argparse
 import functools
 import getpass
 import json
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -47,12 +48,18 @@ def register(subparsers: Any) -> None:
 
 
 def _reporting_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Refusals (bad names, missing versions) are one line on stderr and exit code 2, not a traceback."""
+    """Refusals (bad names, missing versions) are one line on stderr and exit code 2, not a traceback.
+
+    Airflow's info messages (it logs to stdout) are silenced, so that stdout holds only the result and
+    ``--json`` output can be piped.
+    """
 
     @functools.wraps(func)
     def wrapper(args: argparse.Namespace) -> int:
         from airflow_provider_trainium.registry import RegistryError
 
+        args.out = sys.stdout
+        logging.getLogger("airflow").setLevel(logging.WARNING)
         try:
             return func(args)
         except (RegistryError, ValueError) as exc:
@@ -70,9 +77,9 @@ def _registry(args: argparse.Namespace) -> Any:
 
 def _print(args: argparse.Namespace, data: Any, lines: list[str]) -> None:
     if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+        print(json.dumps(data, indent=2, sort_keys=True, default=str), file=args.out)
     else:
-        print("\n".join(lines))
+        print("\n".join(lines), file=args.out)
 
 
 def _table(rows: list[list[str]]) -> list[str]:

@@ -80,3 +80,38 @@ def trained_dir(backend: Backend) -> TrainedDir:
         return uri, files
 
     return make
+
+
+def serialize_dags(*dags, unpause: bool = False) -> None:
+    """Write DAGs defined in a test to the metadata DB, as parsing the DAGs folder would."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    with create_session() as session:
+        update_dag_parsing_results_in_db(
+            "dags-folder",
+            None,
+            [LazyDeserializedDAG.from_dag(d) for d in dags],
+            {},
+            None,
+            set(),
+            session=session,
+        )
+    if unpause:  # new DAGs start paused, and paused DAGs are not queued by asset events
+        from airflow.models.dag import DagModel
+        from sqlalchemy import update
+
+        with create_session() as session:
+            ids = [dag.dag_id for dag in dags]
+            session.execute(update(DagModel).where(DagModel.dag_id.in_(ids)).values(is_paused=False))
+
+
+def run_dag(dag, **kwargs):
+    """``dag.test()`` for a DAG defined in a test: Airflow 3.3 only runs DAGs serialized in the
+    metadata DB, so write this one there first."""
+    serialize_dags(dag)
+    return dag.test(**kwargs)
