@@ -170,15 +170,17 @@ class FailsAfterRegistering(RegisterModelOperator):
         return result
 
 
-def test_retry_of_the_same_task_is_a_noop(local_root, trained_dir, backend):
-    if backend.name != "local":
-        pytest.skip("the retry path is storage-independent; covered on the local root")
-    source, _ = trained_dir("a")
+def test_retry_of_the_same_task_is_a_noop(local_root, tmp_path):
+    """Storage-independent (the registry tests cover both stores), so run on a local root only."""
+    source = tmp_path / "run"
+    source.mkdir()
+    (source / "model.safetensors").write_bytes(b"\x01" * 64)
+    (source / "metrics.json").write_text('{"accuracy": 0.9}')
     with DAG("registry_retry", schedule=None, start_date=START) as dag:
         FailsAfterRegistering(
             task_id="register",
             model_name="m",
-            source_uri=source,
+            source_uri=str(source),
             artifact_root=local_root,
             retries=1,
             retry_delay=timedelta(0),
