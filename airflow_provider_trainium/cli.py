@@ -1,18 +1,24 @@
-"""``airflow-trainium``: the provider's command line, one subcommand per module in :data:`COMMANDS`."""
+"""``airflow-trainium``: the provider's command line, one subcommand per module in :data:`COMMANDS`.
+
+Each module exposes ``register(subparsers)``, which adds its sub-parser and sets ``func`` on it: either
+``func(args, out) -> int`` (``out`` is the stream for the command's result; everything else goes to
+stderr) or ``func(args) -> int`` printing its result to stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import importlib
+import inspect
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
-#: Modules that each expose ``register(subparsers)``; the subparser sets ``func(args, out) -> int``, where
-#: ``out`` is the stream for the command's result. Everything else a command prints goes to stderr.
 COMMANDS: list[str] = [
     "airflow_provider_trainium.commands.configure",
+    "airflow_provider_trainium.commands.models",
 ]
 
 
@@ -36,13 +42,16 @@ def logs_to_stderr() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
     args = build_parser().parse_args(argv)
     out = sys.stdout
     logs_to_stderr()
     try:
-        # Loggers that Airflow sets up while the command runs bind sys.stdout then: let them find stderr.
-        with contextlib.redirect_stdout(sys.stderr):
-            return args.func(args, out)
+        if len(inspect.signature(args.func).parameters) >= 2:
+            # Loggers that Airflow sets up while the command runs bind sys.stdout then: let them find stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                return int(args.func(args, out) or 0)
+        return int(args.func(args) or 0)
     except ValueError as err:
         print(f"airflow-trainium {args.command}: {err}", file=sys.stderr)
         return 2

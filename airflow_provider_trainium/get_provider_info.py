@@ -39,6 +39,18 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "sensors": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": ["airflow_provider_trainium.sensors.registry"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": ["airflow_provider_trainium.triggers.registry"],
+            }
+        ],
         "extra-links": ["airflow_provider_trainium.links.ecr.EcrImageLink"],
         "connection-types": [
             {

@@ -31,9 +31,7 @@ REQUIRED_FIELDS = (
 )
 
 #: Stack states whose outputs are those of a finished deployment.
-USABLE_STATES = frozenset(
-    {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
-)
+USABLE_STATES = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"})
 
 
 def output_name(field_name: str) -> str:
@@ -60,8 +58,7 @@ def _parse_job_queues(value: str, stack: str) -> dict[str, str]:
             raise ValueError(f"stack {stack}: BatchJobQueues entry {pair!r} is not instance_type=queue")
         if instance_type not in CATALOG:
             raise ValueError(
-                f"stack {stack}: BatchJobQueues names {instance_type!r}, "
-                "which is not a Trainium instance type"
+                f"stack {stack}: BatchJobQueues names {instance_type!r}, which is not a Trainium instance type"
             )
         queues[instance_type] = queue
     return queues
@@ -92,16 +89,13 @@ def merge_stack_fields(per_stack: Iterable[tuple[str, Mapping[str, str]]]) -> di
             if name == "batch_job_queues" and name in merged:
                 clash = sorted(k for k in value if k in merged[name] and merged[name][k] != value[k])
                 if clash:
-                    raise ValueError(
-                        f"stacks {source[name]} and {stack} both define Batch queues for {clash}"
-                    )
+                    raise ValueError(f"stacks {source[name]} and {stack} both define Batch queues for {clash}")
                 merged[name] = {**merged[name], **value}
                 source[name] = f"{source[name]}, {stack}"
                 continue
             if name in merged and merged[name] != value:
                 raise ValueError(
-                    f"stacks {source[name]} and {stack} disagree on {output_name(name)}: "
-                    f"{merged[name]!r} != {value!r}"
+                    f"stacks {source[name]} and {stack} disagree on {output_name(name)}: {merged[name]!r} != {value!r}"
                 )
             merged[name] = value
             source[name] = stack
@@ -116,9 +110,7 @@ def connection_extra(
     names = ", ".join(stack for stack, _ in per_stack)
     missing = [output_name(name) for name in REQUIRED_FIELDS if name not in merged]
     if missing:
-        raise ValueError(
-            f"stacks {names} have no outputs {missing}: include the base stack (cloudformation/base.yaml)"
-        )
+        raise ValueError(f"stacks {names} have no outputs {missing}: include the base stack (cloudformation/base.yaml)")
     extra: dict[str, Any] = {"aws_conn_id": aws_conn_id, **merged}
     if image:
         extra["image"] = image
@@ -142,7 +134,5 @@ def read_stack_outputs(stack: str, aws_conn_id: str, region_name: str | None = N
         raise
     status = found[0]["StackStatus"]
     if status not in USABLE_STATES:
-        raise ValueError(
-            f"stack {stack} is {status}; its outputs are usable once it is one of {sorted(USABLE_STATES)}"
-        )
+        raise ValueError(f"stack {stack} is {status}; its outputs are usable once it is one of {sorted(USABLE_STATES)}")
     return {out["OutputKey"]: out["OutputValue"] for out in found[0].get("Outputs", [])}

@@ -108,16 +108,12 @@ def assert_points_at_base_stack(config: TrainiumConfig, aws_conn_id: str, stack:
     assert config.ecr_repository == repo["repositoryUri"]
     assert repo["imageTagMutability"] == "IMMUTABLE"
 
-    groups = AwsLogsHook(aws_conn_id=aws_conn_id).conn.describe_log_groups(
-        logGroupNamePrefix=config.log_group
-    )
+    groups = AwsLogsHook(aws_conn_id=aws_conn_id).conn.describe_log_groups(logGroupNamePrefix=config.log_group)
     (log_group,) = [g for g in groups["logGroups"] if g["logGroupName"] == config.log_group]
     assert log_group["retentionInDays"] == 90
 
 
-def test_dry_run_prints_the_connection_and_writes_nothing(
-    aws_conn_id: str, base_stack: str, conn_id: str
-) -> None:
+def test_dry_run_prints_the_connection_and_writes_nothing(aws_conn_id: str, base_stack: str, conn_id: str) -> None:
     """The console script, as a user runs it: stdout is the connection as JSON and nothing else."""
     script = str(Path(sys.executable).with_name("airflow-trainium"))
     argv = [script, "configure", "--stack", base_stack, "--aws-conn-id", aws_conn_id, "--conn-id", conn_id]
@@ -131,9 +127,7 @@ def test_dry_run_prints_the_connection_and_writes_nothing(
     assert stored_connection(conn_id) is None
 
 
-def test_configure_creates_then_updates_the_connection(
-    aws_conn_id: str, base_stack: str, conn_id: str
-) -> None:
+def test_configure_creates_then_updates_the_connection(aws_conn_id: str, base_stack: str, conn_id: str) -> None:
     from airflow.providers.amazon.aws.hooks.ecs import EcsHook
 
     # moto deploys the ECS stack's cluster and launch template; it has no capacity providers.
@@ -147,9 +141,7 @@ def test_configure_creates_then_updates_the_connection(
     # Tasks read connections through the API server; here the row itself is what there is to read.
     config = TrainiumConfig.from_extra(stored.extra_dejson)
     assert_points_at_base_stack(config, aws_conn_id, base_stack)
-    (cluster,) = EcsHook(aws_conn_id=aws_conn_id).conn.describe_clusters(clusters=[config.ecs_cluster])[
-        "clusters"
-    ]
+    (cluster,) = EcsHook(aws_conn_id=aws_conn_id).conn.describe_clusters(clusters=[config.ecs_cluster])["clusters"]
     assert cluster["status"] == "ACTIVE"
     assert config.default_compute(nodes=1) == "ecs"
 

@@ -35,9 +35,7 @@ def checkov() -> Path:
     lock = CHECKOV_LOCK.read_text()
     if not exe.exists() or not stamp.exists() or stamp.read_text() != lock:
         uv = _uv()
-        subprocess.run(
-            [uv, "venv", "-q", "--allow-existing", "-p", sys.executable, str(CHECKOV_VENV)], check=True
-        )
+        subprocess.run([uv, "venv", "-q", "--allow-existing", "-p", sys.executable, str(CHECKOV_VENV)], check=True)
         subprocess.run(
             [uv, "pip", "install", "-q", "-p", str(CHECKOV_VENV / "bin" / "python"), "-r", str(CHECKOV_LOCK)],
             check=True,
@@ -84,6 +82,4 @@ def test_checkov_passes_every_template_and_each_skip_has_a_reason(checkov: Path)
     assert scanned == {f"{name}.yaml" for name in TEMPLATES}
     for skipped in results["skipped_checks"]:
         reason = (skipped.get("check_result") or {}).get("suppress_comment") or ""
-        assert len(reason.split()) >= 4, (
-            f"{skipped['check_id']} on {skipped['resource']} is skipped without a reason"
-        )
+        assert len(reason.split()) >= 4, f"{skipped['check_id']} on {skipped['resource']} is skipped without a reason"

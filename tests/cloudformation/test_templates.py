@@ -98,9 +98,7 @@ def test_bucket_and_registry_are_private_and_encrypted(templates: dict[str, Any]
     for name, bucket in resources(base, "AWS::S3::Bucket").items():
         props = bucket["Properties"]
         assert set(props["PublicAccessBlockConfiguration"].values()) == {True}, name
-        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
-            "ServerSideEncryptionByDefault"
-        ]
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
         policy = next(
             p["Properties"]["PolicyDocument"]
             for p in resources(base, "AWS::S3::BucketPolicy").values()
