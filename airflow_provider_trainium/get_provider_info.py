@@ -42,7 +42,10 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [
             {
                 "integration-name": "AWS Trainium",
-                "python-modules": ["airflow_provider_trainium.sensors.registry"],
+                "python-modules": [
+                    "airflow_provider_trainium.sensors.registry",
+                    "airflow_provider_trainium.sensors.compile_cache",
+                ],
             }
         ],
         "triggers": [

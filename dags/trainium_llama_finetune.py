@@ -23,6 +23,13 @@ from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 
 MODEL_NAME = "llama-finetune"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
+
+
+def planned(key: str) -> str:
+    """A template for one URI (or value) of the run plan that ``check_params`` returns."""
+    return "{{ " + PLAN + "['" + key + "'] }}"
+
+
 LAYOUT = {
     "compute": "{{ params.compute }}",
     "instance_type": "{{ params.instance_type }}",
@@ -32,18 +39,29 @@ LAYOUT = {
     "env": {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"},
 }
 TRAIN_ARGS = [
-    "--data-uri", "{{ %s['data_uri'] }}" % PLAN,
-    "--base-model-uri", "{{ %s['base_model_uri'] }}" % PLAN,
-    "--max-steps", "{{ params.max_steps }}",
-    "--batch-size", "{{ params.batch_size }}",
-    "--lr", "{{ params.learning_rate }}",
-    "--warmup-steps", "2",
-    "--log-every", "{{ params.log_every }}",
-    "--checkpoint-every", "{{ params.checkpoint_every }}",
-    "--keep-checkpoints", "{{ params.keep_checkpoints }}",
-    "--tensor-parallel-size", "{{ params.tensor_parallel_size }}",
-    "--peak-tflops", "{{ %s['peak_tflops'] }}" % PLAN,
-]  # fmt: skip
+    "--data-uri",
+    planned("data_uri"),
+    "--base-model-uri",
+    planned("base_model_uri"),
+    "--max-steps",
+    "{{ params.max_steps }}",
+    "--batch-size",
+    "{{ params.batch_size }}",
+    "--lr",
+    "{{ params.learning_rate }}",
+    "--warmup-steps",
+    "2",
+    "--log-every",
+    "{{ params.log_every }}",
+    "--checkpoint-every",
+    "{{ params.checkpoint_every }}",
+    "--keep-checkpoints",
+    "{{ params.keep_checkpoints }}",
+    "--tensor-parallel-size",
+    "{{ params.tensor_parallel_size }}",
+    "--peak-tflops",
+    planned("peak_tflops"),
+]
 
 with DAG(
     dag_id="trainium_llama_finetune",
@@ -98,8 +116,12 @@ with DAG(
 
         nodes = int(params["nodes"])
         try:
-            check_layout(params["instance_type"], nodes, tensor_parallel_size=int(params["tensor_parallel_size"]),
-                         entry_point="trainer.llama.train")  # fmt: skip
+            check_layout(
+                params["instance_type"],
+                nodes,
+                tensor_parallel_size=int(params["tensor_parallel_size"]),
+                entry_point="trainer.llama.train",
+            )
         except JobSpecError as err:
             raise AirflowFailException(str(err)) from err
         start = context.get("data_interval_start") or context["dag_run"].run_after
@@ -134,16 +156,22 @@ with DAG(
         task_id="prepare_data",
         entry_point="trainer.llama.data",
         job_args=[
-            "--output-uri", "{{ %s['data_uri'] }}" % PLAN,
-            "{{ '--input-uri' if %s['input_uri'] else '--synthetic-date' }}" % PLAN,
-            "{{ %s['input_uri'] or %s['interval'] }}" % (PLAN, PLAN),
-            "--synthetic-records", "{{ params.synthetic_records }}",
-            "--tokenizer-uri", "{{ %s['base_model_uri'] }}/tokenizer.json" % PLAN,
-            "--block-size", "64",
-            "--interval-start", "{{ data_interval_start | ds if data_interval_start else '' }}",
-            "--interval-end", "{{ data_interval_end | ds if data_interval_end else '' }}",
-        ],  # fmt: skip
-        output_uri="{{ %s['data_uri'] }}" % PLAN,
+            "--output-uri",
+            planned("data_uri"),
+            "{{ '--input-uri' if " + PLAN + "['input_uri'] else '--synthetic-date' }}",
+            "{{ " + PLAN + "['input_uri'] or " + PLAN + "['interval'] }}",
+            "--synthetic-records",
+            "{{ params.synthetic_records }}",
+            "--tokenizer-uri",
+            planned("base_model_uri") + "/tokenizer.json",
+            "--block-size",
+            "64",
+            "--interval-start",
+            "{{ data_interval_start | ds if data_interval_start else '' }}",
+            "--interval-end",
+            "{{ data_interval_end | ds if data_interval_end else '' }}",
+        ],
+        output_uri=planned("data_uri"),
         distributed=False,
         compute="{{ params.compute }}",
         image="{{ params.image or '' }}",
@@ -168,15 +196,15 @@ with DAG(
         entry_point="trainer.llama.train",
         job_args=TRAIN_ARGS,
         trial_steps=10,
-        cache_key_extra={"base_model": "{{ %s['base_model_uri'] }}" % PLAN},
+        cache_key_extra={"base_model": planned("base_model_uri")},
         **LAYOUT,
     )
     finetune = NeuronTrainingOperator(
         task_id="finetune",
         entry_point="trainer.llama.train",
         job_args=TRAIN_ARGS,
-        output_uri="{{ %s['model_uri'] }}" % PLAN,
-        checkpoint_uri="{{ %s['checkpoint_uri'] }}" % PLAN,
+        output_uri=planned("model_uri"),
+        checkpoint_uri=planned("checkpoint_uri"),
         compile_cache_uri="{{ ti.xcom_pull(task_ids='compile')['compile_cache_uri'] }}",
         execution_timeout=timedelta(hours=12),
         **LAYOUT,
@@ -185,13 +213,18 @@ with DAG(
         task_id="evaluate",
         entry_point="trainer.llama.evaluate",
         job_args=[
-            "--model-uri", "{{ ti.xcom_pull(task_ids='finetune') }}",
-            "--base-model-uri", "{{ %s['base_model_uri'] }}" % PLAN,
-            "--data-uri", "{{ %s['data_uri'] }}" % PLAN,
-            "--batch-size", "{{ params.batch_size }}",
-            "--min-improvement", "{{ params.min_improvement }}",
-        ],  # fmt: skip
-        output_uri="{{ %s['eval_uri'] }}" % PLAN,
+            "--model-uri",
+            "{{ ti.xcom_pull(task_ids='finetune') }}",
+            "--base-model-uri",
+            planned("base_model_uri"),
+            "--data-uri",
+            planned("data_uri"),
+            "--batch-size",
+            "{{ params.batch_size }}",
+            "--min-improvement",
+            "{{ params.min_improvement }}",
+        ],
+        output_uri=planned("eval_uri"),
         distributed=False,
         compute="{{ params.compute }}",
         instance_type="{{ params.instance_type }}",
@@ -202,8 +235,8 @@ with DAG(
         task_id="register",
         model_name=MODEL_NAME,
         source_uri="{{ ti.xcom_pull(task_ids='finetune') }}",
-        dataset_uri="{{ %s['data_uri'] }}" % PLAN,
-        checkpoint_uri="{{ %s['checkpoint_uri'] }}" % PLAN,
+        dataset_uri=planned("data_uri"),
+        checkpoint_uri=planned("checkpoint_uri"),
         base_model="{{ params.base_model }}",
         image="{{ params.image or '' }}",
     )

@@ -1,22 +1,25 @@
-"""Llama pretraining on Trainium: data prep -> compile -> pretrain -> register.
+"""Llama pretraining on Trainium: image -> data prep -> compile -> pretrain -> register.
 
 Manual trigger. Runs on a laptop (local compute, torch-xla CPU, ``tiny`` preset) or on Trn1 (ECS for one
 node, AWS Batch multi-node for more) by configuration alone. Checkpoints go to the artifact root every
 ``checkpoint_every`` steps while training runs, so a retry resumes where the failed try stopped.
 
-Image step: the image build operator (``NeuronImageBuildOperator``) has not landed yet; until it does,
-pass a prebuilt training image in the ``image`` param (ECS/Batch) and this DAG starts at data prep.
+Image step: on ECS/Batch without an ``image`` param, ``NeuronImageBuildOperator`` builds (or finds) the
+training image for the repository this DAG file lives in and every job runs that exact digest; on local
+compute, or with an ``image`` given, the build is skipped.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
@@ -24,27 +27,46 @@ from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b"]
 MODEL_NAME = "llama-pretrain"
+REPOSITORY_ROOT = str(Path(__file__).resolve().parents[1])
+IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
+
+
+def planned(key: str) -> str:
+    """A template for one URI (or value) of the run plan that ``check_params`` returns."""
+    return "{{ " + PLAN + "['" + key + "'] }}"
+
+
 LAYOUT = {
     "compute": "{{ params.compute }}",
     "instance_type": "{{ params.instance_type }}",
     "nodes": "{{ params.nodes }}",
-    "image": "{{ params.image or '' }}",
+    "image": IMAGE,
     "workload": "llm",
     "env": {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"},
 }
 TRAIN_ARGS = [
-    "--data-uri", "{{ %s['data_uri'] }}" % PLAN,
-    "--preset", "{{ params.preset }}",
-    "--max-steps", "{{ params.max_steps }}",
-    "--batch-size", "{{ params.batch_size }}",
-    "--lr", "{{ params.learning_rate }}",
-    "--log-every", "{{ params.log_every }}",
-    "--checkpoint-every", "{{ params.checkpoint_every }}",
-    "--keep-checkpoints", "{{ params.keep_checkpoints }}",
-    "--tensor-parallel-size", "{{ params.tensor_parallel_size }}",
-    "--peak-tflops", "{{ %s['peak_tflops'] }}" % PLAN,
-]  # fmt: skip
+    "--data-uri",
+    planned("data_uri"),
+    "--preset",
+    "{{ params.preset }}",
+    "--max-steps",
+    "{{ params.max_steps }}",
+    "--batch-size",
+    "{{ params.batch_size }}",
+    "--lr",
+    "{{ params.learning_rate }}",
+    "--log-every",
+    "{{ params.log_every }}",
+    "--checkpoint-every",
+    "{{ params.checkpoint_every }}",
+    "--keep-checkpoints",
+    "{{ params.keep_checkpoints }}",
+    "--tensor-parallel-size",
+    "{{ params.tensor_parallel_size }}",
+    "--peak-tflops",
+    planned("peak_tflops"),
+]
 
 with DAG(
     dag_id="trainium_llama_pretrain",
@@ -91,8 +113,12 @@ with DAG(
 
         nodes = int(params["nodes"])
         try:
-            check_layout(params["instance_type"], nodes, tensor_parallel_size=int(params["tensor_parallel_size"]),
-                         entry_point="trainer.llama.train")  # fmt: skip
+            check_layout(
+                params["instance_type"],
+                nodes,
+                tensor_parallel_size=int(params["tensor_parallel_size"]),
+                entry_point="trainer.llama.train",
+            )
         except JobSpecError as err:
             raise AirflowFailException(str(err)) from err
         root = TrainiumHook().get_config().artifact_root.rstrip("/")
@@ -105,23 +131,40 @@ with DAG(
             "peak_tflops": CATALOG[params["instance_type"]].peak_bf16_tflops * nodes,
         }
 
+    @task.branch
+    def image_needed(params: dict | None = None) -> str:
+        """Build the image only for remote compute without a given image."""
+        from airflow_provider_trainium.compute.factory import resolve_compute
+        from airflow_provider_trainium.hooks.trainium import TrainiumHook
+
+        compute = resolve_compute(params["compute"], TrainiumHook().get_config(), int(params["nodes"]))
+        return "prepare_data" if params.get("image") or compute == "local" else "build_image"
+
+    build_image = NeuronImageBuildOperator(task_id="build_image", context_dir=REPOSITORY_ROOT)
+
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
+        trigger_rule="none_failed_min_one_success",
         entry_point="trainer.llama.data",
         job_args=[
-            "--output-uri", "{{ %s['data_uri'] }}" % PLAN,
+            "--output-uri",
+            planned("data_uri"),
             "{{ '--input-uri' if params.input_uri else '--synthetic-date' }}",
             "{{ params.input_uri or (dag_run.run_after | ds) }}",
-            "--synthetic-records", "{{ params.synthetic_records }}",
-            "--tokenizer-uri", "{{ %s['tokenizer_uri'] }}" % PLAN,
+            "--synthetic-records",
+            "{{ params.synthetic_records }}",
+            "--tokenizer-uri",
+            planned("tokenizer_uri"),
             "--train-tokenizer",
-            "--vocab-size", "{{ params.vocab_size }}",
-            "--block-size", "{{ params.block_size }}",
-        ],  # fmt: skip
-        output_uri="{{ %s['data_uri'] }}" % PLAN,
+            "--vocab-size",
+            "{{ params.vocab_size }}",
+            "--block-size",
+            "{{ params.block_size }}",
+        ],
+        output_uri=planned("data_uri"),
         distributed=False,
         compute="{{ params.compute }}",
-        image="{{ params.image or '' }}",
+        image=IMAGE,
     )
 
     @task.short_circuit
@@ -150,8 +193,8 @@ with DAG(
         task_id="pretrain",
         entry_point="trainer.llama.train",
         job_args=TRAIN_ARGS,
-        output_uri="{{ %s['model_uri'] }}" % PLAN,
-        checkpoint_uri="{{ %s['checkpoint_uri'] }}" % PLAN,
+        output_uri=planned("model_uri"),
+        checkpoint_uri=planned("checkpoint_uri"),
         compile_cache_uri="{{ ti.xcom_pull(task_ids='compile')['compile_cache_uri'] }}",
         execution_timeout=timedelta(hours=48),
         **LAYOUT,
@@ -160,10 +203,12 @@ with DAG(
         task_id="register",
         model_name=MODEL_NAME,
         source_uri="{{ ti.xcom_pull(task_ids='pretrain') }}",
-        dataset_uri="{{ %s['data_uri'] }}" % PLAN,
-        checkpoint_uri="{{ %s['checkpoint_uri'] }}" % PLAN,
-        image="{{ params.image or '' }}",
+        dataset_uri=planned("data_uri"),
+        checkpoint_uri=planned("checkpoint_uri"),
+        image=IMAGE,
         promote_alias="latest",
     )
     plan = check_params()
-    plan >> prepare_data >> has_data(plan) >> compile_graphs >> pretrain >> register
+    branch = image_needed()
+    plan >> branch >> [build_image, prepare_data]
+    build_image >> prepare_data >> has_data(plan) >> compile_graphs >> pretrain >> register

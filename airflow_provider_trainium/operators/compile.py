@@ -134,10 +134,18 @@ class NeuronCompileOperator(NeuronTrainingOperator):
             if record is not None:
                 self.log.info(
                     "compile cache %s already holds key %s (compiled by %s/%s on %s): skipping the trial",
-                    self.compile_cache_uri, key, record.get("dag_id"), record.get("run_id"), record.get("created"),
-                )  # fmt: skip
-                result = {"compile_cache_uri": self.compile_cache_uri, "cache_key": key, "skipped": True,
-                          **record.get("metrics", {})}  # fmt: skip
+                    self.compile_cache_uri,
+                    key,
+                    record.get("dag_id"),
+                    record.get("run_id"),
+                    record.get("created"),
+                )
+                result = {
+                    "compile_cache_uri": self.compile_cache_uri,
+                    "cache_key": key,
+                    "skipped": True,
+                    **record.get("metrics", {}),
+                }
                 context["ti"].xcom_push(key="metrics", value=record.get("metrics", {}))
                 return result
         return NeuronJobOperator.execute(self, context)

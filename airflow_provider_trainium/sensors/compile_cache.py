@@ -10,8 +10,6 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_provider_trainium.neuron.compile_key import key_record_uri
-
 
 class NeuronCompileCacheSensor(BaseSensorOperator):
     """Succeeds once ``<compile_cache_uri>/keys/<cache_key>.json`` exists; returns that record.

@@ -148,14 +148,20 @@ def write_shards(output_uri: str, split: str, blocks: np.ndarray, blocks_per_sha
         data = npy_bytes(blocks[start : start + blocks_per_shard])
         name = f"{split}/shard-{i:05d}.npy"
         uris.write_bytes(uris.join(output_uri, name), data)
-        shards.append({"file": name, "blocks": int(min(blocks_per_shard, len(blocks) - start)),
-                       "sha256": hashlib.sha256(data).hexdigest()})  # fmt: skip
+        shards.append(
+            {
+                "file": name,
+                "blocks": int(min(blocks_per_shard, len(blocks) - start)),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        )
     return shards
 
 
 def resolve_tokenizer(tokenizer_uri: str | None, train_new: bool, texts: list[str], vocab_size: int) -> Any:
-    if tokenizer_uri and uris.exists(tokenizer_uri if tokenizer_uri.endswith(".json") else
-                                     uris.join(tokenizer_uri, "tokenizer.json")):  # fmt: skip
+    if tokenizer_uri and uris.exists(
+        tokenizer_uri if tokenizer_uri.endswith(".json") else uris.join(tokenizer_uri, "tokenizer.json")
+    ):
         return load_tokenizer(tokenizer_uri)
     if not train_new:
         raise BadInputError(f"no tokenizer.json at {tokenizer_uri!r} (pass --train-tokenizer to train one)")
@@ -204,8 +210,11 @@ def prepare(
     }
     index_uri = uris.join(output_uri, "index.json")
     if not parsed.texts:
-        index = {**base, "skipped": True, "reason": f"no usable records in {input_uri} "
-                 f"({len(files)} file(s), {parsed.malformed_count} malformed)"}  # fmt: skip
+        index = {
+            **base,
+            "skipped": True,
+            "reason": f"no usable records in {input_uri} ({len(files)} file(s), {parsed.malformed_count} malformed)",
+        }
         uris.write_json(index_uri, index)
         log.warning("SKIP: %s", index["reason"])
         return index
@@ -215,15 +224,24 @@ def prepare(
     token_lists = [enc.ids for enc in tokenizer.encode_batch(parsed.texts, add_special_tokens=False)]
     blocks, dropped = pack(token_lists, block_size, special_id(tokenizer, BOS), special_id(tokenizer, EOS))
     if len(blocks) == 0:
-        index = {**base, "skipped": True,
-                 "reason": f"{len(parsed.texts)} record(s) hold fewer tokens than one block of {block_size}"}  # fmt: skip
+        index = {
+            **base,
+            "skipped": True,
+            "reason": f"{len(parsed.texts)} record(s) hold fewer tokens than one block of {block_size}",
+        }
         uris.write_json(index_uri, index)
         log.warning("SKIP: %s", index["reason"])
         return index
     train, held = split_blocks(blocks, eval_every)
-    settings = {**base, "skipped": False, "vocab_size": tokenizer.get_vocab_size(),
-                "tokenizer_sha256": hashlib.sha256(tokenizer_json).hexdigest(), "eval_every": eval_every,
-                "tokens": int(blocks.size + dropped), "dropped_tokens": int(dropped)}  # fmt: skip
+    settings = {
+        **base,
+        "skipped": False,
+        "vocab_size": tokenizer.get_vocab_size(),
+        "tokenizer_sha256": hashlib.sha256(tokenizer_json).hexdigest(),
+        "eval_every": eval_every,
+        "tokens": int(blocks.size + dropped),
+        "dropped_tokens": int(dropped),
+    }
     if uris.exists(index_uri):
         existing = uris.read_json(index_uri)
         if {k: v for k, v in existing.items() if k not in ("train", "eval")} == settings:
@@ -238,8 +256,14 @@ def prepare(
     uris.write_json(index_uri, index)  # last: readers trust a data set with an index
     log.info(
         "prepared %d records -> %d train + %d eval blocks of %d tokens (%d malformed, %d tokens dropped) at %s",
-        len(parsed.texts), len(train), len(held), block_size, parsed.malformed_count, dropped, output_uri,
-    )  # fmt: skip
+        len(parsed.texts),
+        len(train),
+        len(held),
+        block_size,
+        parsed.malformed_count,
+        dropped,
+        output_uri,
+    )
     return index
 
 

@@ -101,11 +101,17 @@ def apply_tensor_parallel(model: torch.nn.Module, full_weights: dict[str, torch.
             if not isinstance(linear, torch.nn.Linear):
                 continue
             if child_name in COLUMN:
-                parallel = ColumnParallelLinear(linear.in_features, linear.out_features, bias=False,
-                                                gather_output=False, dtype=linear.weight.dtype)  # fmt: skip
+                parallel = ColumnParallelLinear(
+                    linear.in_features, linear.out_features, bias=False, gather_output=False, dtype=linear.weight.dtype
+                )
             else:
-                parallel = RowParallelLinear(linear.in_features, linear.out_features, bias=False,
-                                             input_is_parallel=True, dtype=linear.weight.dtype)  # fmt: skip
+                parallel = RowParallelLinear(
+                    linear.in_features,
+                    linear.out_features,
+                    bias=False,
+                    input_is_parallel=True,
+                    dtype=linear.weight.dtype,
+                )
             key = f"{module_name}.{child_name}.weight"
             source = full_weights[key] if full_weights is not None and key in full_weights else linear.weight.data
             with torch.no_grad():
@@ -147,14 +153,23 @@ def checkpoint_tag(step: int) -> str:
     return f"step_{step:08d}"
 
 
-def save(path: str, step: int, model: Any, optimizer: Any, scheduler: Any, user_content: dict[str, Any],
-         keep_last: int) -> str:  # fmt: skip
+def save(
+    path: str, step: int, model: Any, optimizer: Any, scheduler: Any, user_content: dict[str, Any], keep_last: int
+) -> str:
     """Sharded NxD checkpoint under ``path/<tag>``; every rank calls it (ZeRO-1 saves optimizer shards)."""
     import neuronx_distributed as nxd
 
     tag = checkpoint_tag(step)
-    nxd.save_checkpoint(path, tag=tag, model=model, optimizer=optimizer, scheduler=scheduler,
-                        user_content=user_content, num_kept_ckpts=keep_last, use_xser=True)  # fmt: skip
+    nxd.save_checkpoint(
+        path,
+        tag=tag,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        user_content=user_content,
+        num_kept_ckpts=keep_last,
+        use_xser=True,
+    )
     return tag
 
 

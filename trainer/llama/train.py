@@ -70,8 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--sequence-parallel", action="store_true")
     p.add_argument("--activation-checkpointing", action="store_true")
-    p.add_argument("--peak-tflops", type=float, default=float(env("TRAINIUM_PEAK_TFLOPS", "0") or 0),
-                   help="dense BF16 peak of all the job's instances, for MFU (the DAG passes the catalog's)")  # fmt: skip
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=float(env("TRAINIUM_PEAK_TFLOPS", "0") or 0),
+        help="dense BF16 peak of all the job's instances, for MFU (the DAG passes the catalog's)",
+    )
     p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
     args = p.parse_args(argv)
     for name in ("max_steps", "batch_size", "log_every", "tensor_parallel_size"):
@@ -126,8 +130,11 @@ class DataOrder:
 
 
 def rng_state(runtime: Runtime) -> dict[str, Any]:
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
-                             "torch": torch.get_rng_state()}  # fmt: skip
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if runtime.is_xla:
         import torch_xla.core.xla_model as xm
 
@@ -145,8 +152,14 @@ def set_rng_state(state: dict[str, Any], runtime: Runtime) -> None:
         xm.set_rng_state(state["xla"])
 
 
-def evaluate_loss(model: torch.nn.Module, blocks: np.ndarray, runtime: Runtime, batch_size: int,
-                  max_batches: int = 0, autocast: Any = None) -> float:  # fmt: skip
+def evaluate_loss(
+    model: torch.nn.Module,
+    blocks: np.ndarray,
+    runtime: Runtime,
+    batch_size: int,
+    max_batches: int = 0,
+    autocast: Any = None,
+) -> float:
     """Mean next-token loss over ``blocks``, in fixed-shape batches (the last padded and masked)."""
     model.eval()
     total = torch.zeros((), dtype=torch.float32, device=runtime.device)
@@ -211,8 +224,14 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     use_nxd = runtime.name == "neuron" and neuron.available()
     if args.tensor_parallel_size > 1 and not use_nxd:
         raise BadInputError("--tensor-parallel-size > 1 needs neuronx-distributed (the Neuron training image)")
-    log.info("rank %d/%d on %s (%s)%s", dist.rank, dist.world_size, runtime.name, runtime.device,
-             " with neuronx-distributed" if use_nxd else "")  # fmt: skip
+    log.info(
+        "rank %d/%d on %s (%s)%s",
+        dist.rank,
+        dist.world_size,
+        runtime.name,
+        runtime.device,
+        " with neuronx-distributed" if use_nxd else "",
+    )
 
     train_blocks = load_blocks(args.data_uri, "train")
     eval_blocks = load_blocks(args.data_uri, "eval")
@@ -228,8 +247,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     data_rank, data_world = dist.rank, dist.world_size
     if use_nxd:
-        parallel = neuron.NeuronParallel(args.tensor_parallel_size, args.zero1, args.max_grad_norm,
-                                         args.sequence_parallel, args.activation_checkpointing)  # fmt: skip
+        parallel = neuron.NeuronParallel(
+            args.tensor_parallel_size,
+            args.zero1,
+            args.max_grad_norm,
+            args.sequence_parallel,
+            args.activation_checkpointing,
+        )
         parallel.check(config, dist.world_size)
         nxd_config = neuron.make_config(parallel)
         model = neuron.parallel_model(nxd_config, lambda: new_model(config, args.seed), base_weights)
@@ -241,15 +265,20 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "norm" in n]
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=args.lr, betas=(0.9, 0.95), foreach=False,
-        )  # fmt: skip
+            lr=args.lr,
+            betas=(0.9, 0.95),
+            foreach=False,
+        )
     params = [p for p in model.parameters() if p.requires_grad]
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(args.warmup_steps, args.max_steps,
-                                                                       args.min_lr_ratio))  # fmt: skip
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_lambda(args.warmup_steps, args.max_steps, args.min_lr_ratio)
+    )
     order = DataOrder(len(train_blocks), args.batch_size, data_rank, data_world, args.seed)
     if order.steps_per_epoch == 0:
-        raise BadInputError(f"{len(train_blocks)} training blocks is fewer than one batch of {args.batch_size} "
-                            f"per rank x {data_world} data-parallel ranks")  # fmt: skip
+        raise BadInputError(
+            f"{len(train_blocks)} training blocks is fewer than one batch of {args.batch_size} "
+            f"per rank x {data_world} data-parallel ranks"
+        )
     autocast = make_autocast(args.precision, runtime)
     torch.manual_seed(args.seed + dist.rank)
     random.seed(args.seed)
@@ -294,17 +323,26 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             achieved_tflops = tokens_per_s * per_token / 1e12
             epoch, _ = order.position(step - 1)
             recorder.record(
-                step=step, epoch=epoch, loss=round(last_loss, 6), lr=scheduler.get_last_lr()[0],
-                tokens_per_s=round(tokens_per_s, 1), tflops=round(achieved_tflops, 6),
+                step=step,
+                epoch=epoch,
+                loss=round(last_loss, 6),
+                lr=scheduler.get_last_lr()[0],
+                tokens_per_s=round(tokens_per_s, 1),
+                tflops=round(achieved_tflops, 6),
                 mfu=round(achieved_tflops / args.peak_tflops, 8) if args.peak_tflops else None,
                 xla_compilations=runtime.compilations(),
-            )  # fmt: skip
+            )
             if dist.is_main and args.output_uri:
                 lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in recorder.history)
                 uris.write_bytes(uris.join(args.output_uri, "metrics.jsonl"), lines.encode())
             window_tokens, window_start = 0, time.perf_counter()
-        if (not args.compile_only and args.checkpoint_uri and args.checkpoint_every
-                and step % args.checkpoint_every == 0 and step < args.max_steps):  # fmt: skip
+        if (
+            not args.compile_only
+            and args.checkpoint_uri
+            and args.checkpoint_every
+            and step % args.checkpoint_every == 0
+            and step < args.max_steps
+        ):
             checkpoint(args, runtime, dist, model, optimizer, scheduler, order, step, use_nxd)
     if window_tokens:
         train_seconds += time.perf_counter() - window_start
@@ -312,8 +350,14 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if not args.compile_only and args.checkpoint_uri and step > 0:
         checkpoint(args, runtime, dist, model, optimizer, scheduler, order, step, use_nxd)
 
-    eval_loss = evaluate_loss(model, eval_blocks if len(eval_blocks) else train_blocks[: args.batch_size],
-                              runtime, args.batch_size, 2 if args.compile_only else args.eval_batches, autocast)  # fmt: skip
+    eval_loss = evaluate_loss(
+        model,
+        eval_blocks if len(eval_blocks) else train_blocks[: args.batch_size],
+        runtime,
+        args.batch_size,
+        2 if args.compile_only else args.eval_batches,
+        autocast,
+    )
     cache = runtime.cache_counts()
     tokens_per_s = trained_tokens / train_seconds if train_seconds else 0.0
     summary: dict[str, Any] = {
@@ -346,8 +390,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if dist.is_main and args.output_uri:
         if not args.compile_only:
             save_model(weights, config, args.output_uri)
-            uris.write_bytes(uris.join(args.output_uri, "tokenizer.json"),
-                             uris.read_bytes(uris.join(args.data_uri, "tokenizer.json")))  # fmt: skip
+            uris.write_bytes(
+                uris.join(args.output_uri, "tokenizer.json"),
+                uris.read_bytes(uris.join(args.data_uri, "tokenizer.json")),
+            )
         recorder.finish(summary)
         uris.write_json(uris.join(args.output_uri, "_SUCCESS"), {"job_hash": os.environ.get("TRAINIUM_JOB_HASH")})
     dist.barrier()
@@ -355,11 +401,25 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def checkpoint(args: argparse.Namespace, runtime: Runtime, dist: Distributed, model: Any, optimizer: Any,
-               scheduler: Any, order: DataOrder, step: int, use_nxd: bool) -> None:  # fmt: skip
+def checkpoint(
+    args: argparse.Namespace,
+    runtime: Runtime,
+    dist: Distributed,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    order: DataOrder,
+    step: int,
+    use_nxd: bool,
+) -> None:
     epoch, batch = order.position(step)
-    user = {"step": step, "data_position": {"epoch": epoch, "batch": batch}, "rng": rng_state(runtime),
-            "world_size": dist.world_size, "seed": args.seed}  # fmt: skip
+    user = {
+        "step": step,
+        "data_position": {"epoch": epoch, "batch": batch},
+        "rng": rng_state(runtime),
+        "world_size": dist.world_size,
+        "seed": args.seed,
+    }
     if use_nxd:
         tag = neuron.save(args.checkpoint_uri, step, model, optimizer, scheduler, user, args.keep_checkpoints)
         dist.barrier()
@@ -367,14 +427,25 @@ def checkpoint(args: argparse.Namespace, runtime: Runtime, dist: Distributed, mo
             uris.write_json(uris.join(args.checkpoint_uri, "latest.json"), {"step": step, "tag": tag})
         return
     if dist.is_main:
-        state = {**user, "model": runtime.to_cpu(model.state_dict()),
-                 "optimizer": runtime.to_cpu(optimizer.state_dict()), "scheduler": scheduler.state_dict()}  # fmt: skip
+        state = {
+            **user,
+            "model": runtime.to_cpu(model.state_dict()),
+            "optimizer": runtime.to_cpu(optimizer.state_dict()),
+            "scheduler": scheduler.state_dict(),
+        }
         save_checkpoint(args.checkpoint_uri, step, state, keep_last=args.keep_checkpoints)
     dist.barrier()
 
 
-def resume(args: argparse.Namespace, runtime: Runtime, model: Any, optimizer: Any, scheduler: Any,
-           order: DataOrder, use_nxd: bool) -> int:  # fmt: skip
+def resume(
+    args: argparse.Namespace,
+    runtime: Runtime,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    order: DataOrder,
+    use_nxd: bool,
+) -> int:
     """Restore the newest complete checkpoint; returns the step to continue from (0: none)."""
     if use_nxd:
         pointer = uris.join(args.checkpoint_uri, "latest.json")
@@ -394,8 +465,11 @@ def resume(args: argparse.Namespace, runtime: Runtime, model: Any, optimizer: An
         set_rng_state(user["rng"], runtime)
     expected = user.get("data_position")
     if expected and tuple(expected.values()) != order.position(step):
-        log.warning("checkpoint data position %s differs from this layout's %s (world size changed?)",
-                    expected, order.position(step))  # fmt: skip
+        log.warning(
+            "checkpoint data position %s differs from this layout's %s (world size changed?)",
+            expected,
+            order.position(step),
+        )
     log.info("resumed at step %d (epoch %d, batch %d)", step, *order.position(step))
     return step
 
