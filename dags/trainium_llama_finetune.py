@@ -242,12 +242,16 @@ with DAG(
     )
 
     @task.short_circuit
-    def improved(plan: dict[str, Any]) -> bool:
-        """Promote only a model that beats its base on the interval's held-out data."""
+    def improved(plan: dict[str, Any], registered: dict[str, Any]) -> bool:
+        """Promote only a model that beats its base on the interval's held-out data, and only when this run
+        registered it: rerunning an old interval must not move ``latest`` back to that interval's version."""
         import json
 
         from airflow.sdk import ObjectStoragePath
 
+        if not registered.get("created"):
+            print(f"version {registered['version']} was registered by an earlier run; alias left as it is")
+            return False
         result = json.loads((ObjectStoragePath(plan["eval_uri"]) / "evaluation.json").read_text())
         verdict = "improves on" if result["improved"] else "does not improve on"
         print(f"eval loss {result['eval_loss']} {verdict} the base's {result['base_eval_loss']}")
@@ -262,4 +266,4 @@ with DAG(
     )
     plan = check_params()
     plan >> prepare_data >> has_data(plan) >> compile_graphs >> finetune >> evaluate >> register
-    register >> improved(plan) >> promote
+    improved(plan, register.output) >> promote
