@@ -99,6 +99,8 @@ class Scheduler:
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # Only the backfill's runs: unpausing must not also start today's scheduled run.
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
         }
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
@@ -202,11 +204,11 @@ def test_empty_interval_skips_training_clearly(artifact_root, tmp_path):
     empty = tmp_path / "day.jsonl"
     empty.write_text("{broken\n\n")
     run = get_dag("trainium_llama_finetune").test(
-        logical_date=datetime(2025, 12, 1, tzinfo=UTC),
+        logical_date=datetime(2026, 2, 1, tzinfo=UTC),
         run_conf={**FAST, "base_model": (artifact_root / "no-model").as_uri(), "input_uri": str(empty)},
     )
     result = states(run.dag_id, run.run_id)
     assert result["has_data"] == "success"
     assert {result[t] for t in ("compile", "finetune", "evaluate", "register", "promote_latest")} == {"skipped"}
-    index = json.loads((artifact_root / "llama" / "finetune" / "2025-12-01" / "data" / "index.json").read_text())
+    index = json.loads((artifact_root / "llama" / "finetune" / "2026-02-01" / "data" / "index.json").read_text())
     assert index["skipped"] and index["malformed_count"] == 1
