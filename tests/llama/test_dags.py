@@ -161,6 +161,9 @@ def finetune_runs() -> dict[str, str]:
 @pytest.mark.slow
 def test_backfill_of_three_days_registers_three_versions_and_a_rerun_none(pretrained, artifact_root, tmp_path):
     assert str(pretrained.state) == "success"
+    # The test Airflow home outlives test sessions: drop the DAG's earlier runs and backfills (a backfill
+    # skips dates that already have runs, and only one backfill per DAG may be active).
+    subprocess.run([AIRFLOW, "dags", "delete", "trainium_llama_finetune", "--yes"], capture_output=True, timeout=300)
     scheduler = Scheduler(tmp_path)
     try:
         wait_for(lambda: "trainium_llama_finetune" in scheduler.cli("dags", "list", "-o", "plain"), 180,
