@@ -9,14 +9,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from airflow.providers.amazon.aws.links.base_aws import BaseAwsLink
 from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
 
 JOB_XCOM_KEY = "job"
+#: AWS partition -> console domain. Kept here rather than imported so DAG files that list these links
+#: do not pull botocore in at parse time.
+CONSOLE_DOMAINS = {"aws": "aws.amazon.com", "aws-cn": "amazonaws.cn", "aws-us-gov": "amazonaws-us-gov.com"}
 
 
 def _console(details: dict[str, Any]) -> str | None:
-    domain = BaseAwsLink.get_aws_domain(details.get("partition") or "aws")
+    domain = CONSOLE_DOMAINS.get(details.get("partition") or "aws")
     return f"https://console.{domain}" if domain and details.get("region_name") else None
 
 

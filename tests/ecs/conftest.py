@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,8 @@ from tests.conftest import MOTO_REGION
 
 CLUSTER = "trainium-test"
 LOG_GROUP = "/trainium/test"
+#: moto does not validate AMI ids; this stands for the ECS-optimized Neuron AMI.
+AMI = "ami-0e1c5be2aa956338b"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium-training:test"
 #: Share of nominal memory the kernel reports (and ECS registers) on these instance types.
 REGISTERED_MEMORY_FRACTION = 0.97
@@ -57,20 +60,25 @@ class EcsWorld:
     cluster: str = CLUSTER
     instances: list[str] = field(default_factory=list)
 
+    clients: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, service: str) -> Any:
+        if service not in self.clients:
+            self.clients[service] = aws_client(self.aws_conn_id, service)
+        return self.clients[service]
+
     @property
     def ecs(self) -> Any:
-        return aws_client(self.aws_conn_id, "ecs")
+        return self.client("ecs")
 
     @property
     def logs(self) -> Any:
-        return aws_client(self.aws_conn_id, "logs")
+        return self.client("logs")
 
     def add_instance(self, instance_type: str) -> str:
         """Launch an EC2 instance of ``instance_type`` and register it with the cluster."""
-        ec2 = aws_client(self.aws_conn_id, "ec2")
-        image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-        instance = ec2.run_instances(
-            ImageId=image_id, InstanceType=instance_type, MinCount=1, MaxCount=1, SubnetId=self.subnet_id
+        instance = self.client("ec2").run_instances(
+            ImageId=AMI, InstanceType=instance_type, MinCount=1, MaxCount=1, SubnetId=self.subnet_id
         )["Instances"][0]
         document = json.dumps({"instanceId": instance["InstanceId"], "instanceType": instance_type})
         arn = self.ecs.register_container_instance(cluster=self.cluster, instanceIdentityDocument=document)[
@@ -98,21 +106,26 @@ class EcsWorld:
     def write_log(self, stream: str, lines: list[str]) -> None:
         with contextlib.suppress(self.logs.exceptions.ResourceAlreadyExistsException):
             self.logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
-        events = [{"timestamp": 1_700_000_000_000 + i, "message": line} for i, line in enumerate(lines)]
+        now_ms = int(time.time() * 1000)  # CloudWatch drops events dated too far in the past
+        events = [{"timestamp": now_ms + i, "message": line} for i, line in enumerate(lines)]
         self.logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream, logEvents=events)
 
 
 @pytest.fixture
-def ecs_world(aws_conn_id: str) -> EcsWorld:
+def ecs_world(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> EcsWorld:
     """A VPC subnet and security group, an empty ECS cluster and the log group; add instances per test."""
-    ec2 = aws_client(aws_conn_id, "ec2")
+    # moto's catalogue of public AMIs takes seconds to load after each reset and nothing here uses it
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    world = EcsWorld(aws_conn_id, subnet_id="", security_group_id="")
+    ec2 = world.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})  # as awsvpc tasks need
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24")["Subnet"]["SubnetId"]
     group = ec2.create_security_group(GroupName="trainium", Description="trainium tasks", VpcId=vpc)["GroupId"]
-    aws_client(aws_conn_id, "ecs").create_cluster(clusterName=CLUSTER)
-    aws_client(aws_conn_id, "logs").create_log_group(logGroupName=LOG_GROUP)
-    return EcsWorld(aws_conn_id, subnet, group)
+    world.ecs.create_cluster(clusterName=CLUSTER)
+    world.logs.create_log_group(logGroupName=LOG_GROUP)
+    world.subnet_id, world.security_group_id = subnet, group
+    return world
 
 
 @pytest.fixture
