@@ -24,8 +24,21 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "AWS Trainium",
-                "python-modules": ["airflow_provider_trainium.hooks.trainium"],
+                "python-modules": [
+                    "airflow_provider_trainium.hooks.trainium",
+                    "airflow_provider_trainium.hooks.ecs",
+                ],
             }
+        ],
+        "triggers": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": ["airflow_provider_trainium.triggers.ecs"],
+            }
+        ],
+        "extra-links": [
+            "airflow_provider_trainium.links.ecs.EcsTaskLink",
+            "airflow_provider_trainium.links.ecs.EcsTaskLogLink",
         ],
         "operators": [
             {
