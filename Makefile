@@ -11,7 +11,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint lock venv airflow-home clean
+.PHONY: demo test lint lock venv airflow-home clean bench-parse bench-mnist
 
 venv: $(VENV)/.installed
 
@@ -47,3 +47,9 @@ lock:
 
 clean:
 	rm -rf $(VENV) $(AIRFLOW_HOME)
+
+bench-parse: airflow-home
+	$(BIN)/python benchmarks/dag_parse.py
+
+bench-mnist: venv
+	$(BIN)/python benchmarks/mnist_throughput.py

@@ -4,6 +4,9 @@ set -euo pipefail
 packages=()
 need() { command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
 need make make
+# Image tests: a real daemonless build (buildah) pushed to a local registry (docker-registry).
+need buildah buildah
+need docker-registry docker-registry
 if ((${#packages[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

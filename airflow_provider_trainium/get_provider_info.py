@@ -48,9 +48,23 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_trainium.operators.training",
                     "airflow_provider_trainium.operators.compile",
                     "airflow_provider_trainium.operators.registry",
+                    "airflow_provider_trainium.operators.image",
                 ],
             }
         ],
+        "sensors": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": ["airflow_provider_trainium.sensors.registry"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": ["airflow_provider_trainium.triggers.registry"],
+            }
+        ],
+        "extra-links": ["airflow_provider_trainium.links.ecr.EcrImageLink"],
         "connection-types": [
             {
                 "connection-type": "trainium",

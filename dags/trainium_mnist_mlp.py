@@ -107,5 +107,7 @@ with DAG(
         model_name="mnist-mlp",
         source_uri="{{ ti.xcom_pull(task_ids='train') }}",
         dataset_uri=DATA_URI,
+        image="{{ params.image or '' }}",
+        promote_alias="latest",
     )
     check_params() >> prepare_data >> compile_graphs >> train >> evaluate >> register

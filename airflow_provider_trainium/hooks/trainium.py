@@ -39,6 +39,8 @@ class TrainiumConfig:
     ecr_repository: str | None = None
     log_group: str | None = None
     image: str | None = None
+    #: ``docker``, ``buildah`` or ``codebuild``; unset lets NeuronImageBuildOperator pick (``auto``).
+    image_builder: str | None = None
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:

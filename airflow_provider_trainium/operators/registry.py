@@ -1,18 +1,209 @@
-"""Placeholder replaced by the registry work; lets the DAG import while it lands."""
+"""Register a trained model as an immutable registry version, and move aliases between versions."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator
+
+from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.registry.assets import event_extra, model_asset, openlineage_id
+from airflow_provider_trainium.registry.names import validate_alias, validate_model_name
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+def run_lineage(context: Context) -> dict[str, Any]:
+    """Which DAG run and task try did this, with the run's logical date and data interval."""
+    ti = context["ti"]
+    dag_run = context["dag_run"]
+
+    def iso(value: Any) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "dag_id": ti.dag_id,
+        "run_id": ti.run_id,
+        "task_id": ti.task_id,
+        "map_index": ti.map_index,
+        "try_number": ti.try_number,
+        "logical_date": iso(getattr(dag_run, "logical_date", None)),
+        "data_interval_start": iso(getattr(dag_run, "data_interval_start", None)),
+        "data_interval_end": iso(getattr(dag_run, "data_interval_end", None)),
+    }
+
+
+def _actor(context: Context) -> dict[str, Any]:
+    ti = context["ti"]
+    return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "try_number": ti.try_number}
 
 
 class RegisterModelOperator(BaseOperator):
-    template_fields = ("source_uri", "dataset_uri")
+    """Publish a trained model's directory as the next version of ``model_name``.
 
-    def __init__(self, *, model_name: str, source_uri: str, dataset_uri: str | None = None, **kwargs: Any):
+    Files are copied first and the manifest written last, so a crash leaves no half version. The same
+    content registered again (a retry, or an identical re-run) returns the existing version with
+    ``created: False``. The task's resolved ``params`` (DAG params, run conf, this task's params) are
+    recorded in the manifest.
+
+    Returns ``{"name", "version", "uri", "manifest_uri", "created"}`` and emits the asset
+    ``trainium-model://<model_name>`` with that dict, the registry root and the scalar metrics as extra.
+
+    :param model_name: registry name (``a-z 0-9 - _ .``).
+    :param source_uri: directory with the trained files (``file://``, ``s3://`` or a path). Templated.
+    :param artifact_root: registry root; default: the ``trainium`` connection's artifact root.
+    :param metrics_file: JSON file in the source directory recorded as metrics; None to skip.
+    :param dataset_uri: training data, recorded with a content hash. Templated.
+    :param checkpoint_uri: checkpoint directory the run wrote, recorded for lineage. Templated.
+    :param base_model: what a fine-tune started from: ``name:3`` or ``name@alias`` (pinned to the version
+        it resolves to now) or any other reference (a Hugging Face id, a URI). Templated.
+    :param image: training image reference; ``...@sha256:<digest>`` records the digest. Templated.
+    :param aws_conn_id: AWS connection for ``s3://`` roots; default: the trainium connection's.
+    :param promote_alias: alias to move to the registered version (``latest``, ``staging``...).
+    """
+
+    template_fields: Sequence[str] = (
+        "source_uri",
+        "artifact_root",
+        "dataset_uri",
+        "checkpoint_uri",
+        "base_model",
+        "image",
+        "promote_alias",
+    )
+    ui_color = "#f0e4ff"
+
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        source_uri: str,
+        artifact_root: str | None = None,
+        metrics_file: str | None = "metrics.json",
+        dataset_uri: str | None = None,
+        dataset_hash_max_bytes: int = 2 * 2**30,
+        checkpoint_uri: str | None = None,
+        base_model: str | None = None,
+        image: str | None = None,
+        aws_conn_id: str | None = None,
+        trainium_conn_id: str = DEFAULT_CONN_ID,
+        promote_alias: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.model_name = validate_model_name(model_name)
+        asset = model_asset(model_name)
+        outlets = list(kwargs.pop("outlets", None) or [])
+        if asset not in outlets:
+            outlets.append(asset)
+        super().__init__(outlets=outlets, **kwargs)
+        self.model_asset = asset
+        self.source_uri = source_uri
+        self.artifact_root = artifact_root
+        self.metrics_file = metrics_file
+        self.dataset_uri = dataset_uri
+        self.dataset_hash_max_bytes = dataset_hash_max_bytes
+        self.checkpoint_uri = checkpoint_uri
+        self.base_model = base_model
+        self.image = image
+        self.aws_conn_id = aws_conn_id
+        self.trainium_conn_id = trainium_conn_id
+        self.promote_alias = promote_alias
+        self._registered: dict[str, Any] | None = None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_trainium.registry.config import open_registry
+
+        source = (self.source_uri or "").strip() if isinstance(self.source_uri, str) else None
+        if not source or source == "None":
+            raise ValueError(f"source_uri rendered to {self.source_uri!r}: nothing to register")
+        if self.promote_alias:
+            validate_alias(self.promote_alias)
+        registry = open_registry(self.artifact_root, self.aws_conn_id, self.trainium_conn_id)
+        result = registry.register(
+            self.model_name,
+            source,
+            metrics_file=self.metrics_file,
+            params=dict(context.get("params") or {}),
+            lineage=run_lineage(context),
+            dataset_uri=self.dataset_uri or None,
+            dataset_hash_max_bytes=self.dataset_hash_max_bytes,
+            checkpoint_uri=self.checkpoint_uri or None,
+            base_model=self.base_model or None,
+            image=self.image or None,
+        )
+        mv = result.version
+        self.log.info(
+            "model %s version %d %s at %s",
+            mv.name,
+            mv.version,
+            "registered" if result.created else "exists",
+            mv.uri,
+        )
+        if self.promote_alias:
+            state = registry.promote(mv.name, self.promote_alias, mv.version, moved_by=_actor(context))
+            self.log.info("alias %s@%s -> version %d", mv.name, state.alias, state.version)
+        out = result.to_xcom()
+        root = str(registry.root_uri)
+        context["outlet_events"][self.model_asset].extra = event_extra(out, mv.metrics, root)
+        self._registered = {**out, "source_uri": mv.manifest.get("source", {}).get("uri", source)}
+        return out
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs: the dataset, the checkpoint and the trained files; output: the registered version."""
+        try:
+            from airflow.providers.common.compat.openlineage.facet import Dataset
+            from airflow.providers.openlineage.extractors import OperatorLineage
+        except ImportError:  # OpenLineage provider not installed
+            return None
+        if not self._registered:
+            return OperatorLineage()
+        inputs = [self.dataset_uri, self.checkpoint_uri, self._registered["source_uri"]]
+        datasets = [Dataset(*openlineage_id(uri)) for uri in inputs if uri]
+        output = Dataset(*openlineage_id(self._registered["uri"]))
+        return OperatorLineage(inputs=datasets, outputs=[output])
+
+
+class PromoteModelAliasOperator(BaseOperator):
+    """Point an alias (``production``, ``staging``...) of a model at a version.
+
+    The move is atomic and recorded in the alias history; a version that does not exist is rejected.
+    Moving an alias to the version it already points at changes nothing, so retries are harmless.
+
+    :param version: version number, or the XCom result of ``RegisterModelOperator``. Templated.
+    """
+
+    template_fields: Sequence[str] = ("version", "alias", "reason", "artifact_root")
+
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        alias: str,
+        version: int | str | dict[str, Any],
+        reason: str | None = None,
+        artifact_root: str | None = None,
+        aws_conn_id: str | None = None,
+        trainium_conn_id: str = DEFAULT_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
-        self.model_name, self.source_uri, self.dataset_uri = model_name, source_uri, dataset_uri
+        self.model_name = validate_model_name(model_name)
+        self.alias = alias
+        self.version = version
+        self.reason = reason
+        self.artifact_root = artifact_root
+        self.aws_conn_id = aws_conn_id
+        self.trainium_conn_id = trainium_conn_id
 
-    def execute(self, context: Context) -> Any:
-        return {"name": self.model_name, "uri": self.source_uri}
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_trainium.registry.config import open_registry
+        from airflow_provider_trainium.registry.names import validate_version
+
+        version = self.version["version"] if isinstance(self.version, dict) else self.version
+        version = validate_version(version)
+        validate_alias(self.alias)
+        registry = open_registry(self.artifact_root, self.aws_conn_id, self.trainium_conn_id)
+        state = registry.promote(self.model_name, self.alias, version, moved_by=_actor(context), reason=self.reason)
+        return state.to_dict()

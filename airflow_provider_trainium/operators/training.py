@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_provider_trainium.compute.base import JobHandle
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 
@@ -29,6 +30,14 @@ class NeuronTrainingOperator(NeuronJobOperator):
         kwargs.setdefault("distributed", True)
         super().__init__(**kwargs)
         self.metrics_file = metrics_file
+
+    def build_spec(self, context: Context, config: TrainiumConfig, compute: str) -> JobSpec:
+        spec = super().build_spec(context, config, compute)
+        if spec.checkpoint_uri is None:
+            # Under checkpoints/ so the bucket's lifecycle rule expires them; a retry resumes from here.
+            run_part = self.run_prefix(context, config).split("/runs/", 1)[1]
+            spec = spec.with_changes(checkpoint_uri=f"{config.artifact_root.rstrip('/')}/checkpoints/{run_part}")
+        return spec
 
     def load_metrics(self, context: Context, output_uri: str) -> dict[str, Any]:
         """The summary of the job's metrics file (without the loss history), logged and pushed."""

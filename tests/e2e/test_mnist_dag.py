@@ -1,5 +1,6 @@
 """``trainium_mnist_mlp`` end to end with ``dag.test()`` on local compute and torch-xla CPU."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -45,6 +46,20 @@ def test_pipeline_trains_evaluates_and_registers(artifact_root):
     assert metrics["xla_cache_missing"] == 0  # the compile step produced every graph training needed
     evaluation = json.loads((train_dir / "evaluation.json").read_text())
     assert evaluation["accuracy"] == pytest.approx(metrics["accuracy"])
+
+    version_dir = artifact_root / "models" / "mnist-mlp" / "versions" / "1"
+    manifest = json.loads((version_dir / "manifest.json").read_text())
+    assert manifest["metrics"]["accuracy"] >= 0.90
+    assert manifest["source"]["dag_id"] == "trainium_mnist_mlp" and manifest["source"]["run_id"] == run.run_id
+    assert manifest["params"]["epochs"] == 5
+    assert manifest["software"]["torch"].startswith("2.9.0")
+    listed = {f["path"]: f for f in manifest["files"]}
+    assert {"model.safetensors", "model_config.json", "metrics.json"} <= set(listed)
+    for path, entry in listed.items():
+        data = (version_dir / "files" / path).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["size"], entry["sha256"])
+    latest = json.loads((artifact_root / "models" / "mnist-mlp" / "aliases" / "latest.json").read_text())
+    assert latest["version"] == 1
 
 
 def test_bad_layout_fails_before_any_job_starts(artifact_root):

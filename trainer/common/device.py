@@ -128,3 +128,25 @@ def init_runtime(cache_uri: str | None = None) -> Runtime:
     import torch_xla
 
     return Runtime(name, torch_xla.device())
+
+
+def software_versions() -> dict[str, str]:
+    """Versions that decide what a run compiled and computed, for the model's manifest."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {"python": ".".join(map(str, __import__("sys").version_info[:3]))}
+    for key, dist in (
+        ("torch", "torch"),
+        ("torch_xla", "torch-xla"),
+        ("torch_neuronx", "torch-neuronx"),
+        ("neuronx_cc", "neuronx-cc"),
+        ("neuronx_distributed", "neuronx-distributed"),
+    ):
+        try:
+            found[key] = version(dist)
+        except PackageNotFoundError:
+            continue
+    for key, env in (("neuron_sdk", "NEURON_SDK_VERSION"), ("trainer_revision", "TRAINER_REVISION")):
+        if os.environ.get(env):
+            found[key] = os.environ[env]
+    return found

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from trainer.common import uri as uris
 from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
-from trainer.common.device import Runtime, init_runtime
+from trainer.common.device import Runtime, init_runtime, software_versions
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.metrics import MetricsRecorder
@@ -169,6 +169,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
         "compile_only": args.compile_only,
+        "software": software_versions(),
     }
     log.info("summary %s", json.dumps(summary, sort_keys=True))
     if dist.is_main and args.output_uri:

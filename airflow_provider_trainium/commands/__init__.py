@@ -1,0 +1,1 @@
+"""Subcommands of ``airflow-trainium`` (see :mod:`airflow_provider_trainium.cli`)."""

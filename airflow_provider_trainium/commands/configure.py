@@ -1,0 +1,94 @@
+"""``airflow-trainium configure``: point the ``trainium`` connection at deployed CloudFormation stacks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+
+CONN_TYPE = "trainium"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "configure",
+        help="create or update the trainium connection from CloudFormation stack outputs",
+        description="Read the outputs of the stacks deployed from cloudformation/ and write the trainium "
+        "connection that the operators use. Pass the base stack and the ECS and/or Batch stacks.",
+    )
+    parser.add_argument(
+        "--stack",
+        action="append",
+        required=True,
+        metavar="NAME",
+        help="a deployed stack (repeat: --stack base --stack ecs --stack batch)",
+    )
+    parser.add_argument(
+        "--aws-conn-id",
+        default="aws_default",
+        help="Airflow AWS connection used to read the stacks and stored in the trainium connection",
+    )
+    parser.add_argument("--region", help="region of the stacks (default: the AWS connection's region)")
+    parser.add_argument("--conn-id", default=DEFAULT_CONN_ID, help="id of the connection to write")
+    parser.add_argument("--image", help="default training image (repository@sha256:digest or :tag)")
+    parser.add_argument("--dry-run", action="store_true", help="print the connection as JSON, write nothing")
+    parser.set_defaults(func=run)
+
+
+def build_connection(args: argparse.Namespace) -> dict[str, Any]:
+    """The connection as ``airflow connections import`` reads it: conn_type and extra."""
+    from airflow_provider_trainium.stack import connection_extra, read_stack_outputs
+
+    per_stack = [(name, read_stack_outputs(name, args.aws_conn_id, args.region)) for name in args.stack]
+    extra = connection_extra(per_stack, aws_conn_id=args.aws_conn_id, image=args.image)
+    return {
+        "conn_type": CONN_TYPE,
+        "description": f"Trainium stacks {', '.join(args.stack)}",
+        "extra": extra,
+    }
+
+
+def save_connection(conn_id: str, connection: dict[str, Any]) -> bool:
+    """Create or update the connection in the metadata database; True when it was created."""
+    from airflow.models import Connection
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    extra = json.dumps(connection["extra"], sort_keys=True)
+    with create_session() as session:
+        existing = session.scalar(select(Connection).where(Connection.conn_id == conn_id).limit(1))
+        if existing is None:
+            session.add(
+                Connection(
+                    conn_id=conn_id,
+                    conn_type=connection["conn_type"],
+                    description=connection["description"],
+                    extra=extra,
+                )
+            )
+            return True
+        existing.conn_type = connection["conn_type"]
+        existing.description = connection["description"]
+        existing.set_extra(extra)
+        return False
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    connection = build_connection(args)
+    extra = connection["extra"]
+    if not extra.get("ecs_cluster") and not extra.get("batch_job_queues"):
+        print(
+            "warning: no ECS cluster and no Batch queue among these stacks; add --stack for the ECS or Batch "
+            "stack to run jobs remotely",
+            file=sys.stderr,
+        )
+    if args.dry_run:
+        print(json.dumps({args.conn_id: connection}, indent=2, sort_keys=True), file=out)
+        return 0
+    created = save_connection(args.conn_id, connection)
+    verb = "created" if created else "updated"
+    print(f"{verb} connection {args.conn_id} from stacks {', '.join(args.stack)}", file=out)
+    return 0

@@ -1,0 +1,174 @@
+"""NeuronImageBuildOperator: the training image for the current sources, built at most once per content."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.links.ecr import EcrImageLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.image.builders.base import Builder
+    from airflow_provider_trainium.image.registry import Registry
+
+
+class NeuronImageBuildOperator(BaseOperator):
+    """Hash the build context into a tag; if the registry has it, return its digest, else build and push.
+
+    Returns ``repository@sha256:...`` (XCom ``return_value``) and pushes ``tag``, ``digest`` and ``built``.
+    Training tasks should take the returned reference, so a run is pinned to the exact image even if a tag
+    moves.
+
+    :param context_dir: build context directory (the repository root for ``docker/Dockerfile``).
+    :param dockerfile: Dockerfile path, relative to ``context_dir``.
+    :param repository: ECR repository name or URI, or ``host[:port]/name`` for another OCI registry.
+        Default: ``ecr_repository`` of the trainium connection.
+    :param builder: ``auto``, ``docker``, ``buildah``, ``codebuild``, or a Builder instance. ``auto`` uses a
+        Docker engine if present, else buildah, else CodeBuild when the trainium connection exists.
+    :param builder_options: keyword options for the builder (e.g. buildah ``storage_driver``).
+    :param build_args: Dockerfile build args; they are part of the tag.
+    :param source_revision: passed as build arg ``SOURCE_REVISION`` (image label); being a build arg, it
+        makes the tag per revision. Leave unset to reuse images across commits with identical content.
+    :param insecure_registry: plain HTTP for an OCI registry (tests, local mirrors).
+    :param codebuild_source_uri: ``s3://`` prefix for context uploads (CodeBuild); default
+        ``<artifact_root>/image-contexts``.
+    """
+
+    template_fields: Sequence[str] = (
+        "context_dir",
+        "dockerfile",
+        "repository",
+        "build_args",
+        "source_revision",
+        "target",
+        "codebuild_source_uri",
+    )
+    operator_extra_links = (EcrImageLink(),)
+    ui_color = "#ff9900"
+
+    def __init__(
+        self,
+        *,
+        context_dir: str = ".",
+        dockerfile: str = "docker/Dockerfile",
+        repository: str | None = None,
+        builder: str | Builder = "auto",
+        builder_options: dict[str, Any] | None = None,
+        build_args: dict[str, str] | None = None,
+        source_revision: str | None = None,
+        target: str | None = None,
+        tag_prefix: str = "ctx",
+        insecure_registry: bool = False,
+        trainium_conn_id: str = DEFAULT_CONN_ID,
+        aws_conn_id: str | None = None,
+        region_name: str | None = None,
+        codebuild_project: str | None = None,
+        codebuild_service_role_arn: str | None = None,
+        codebuild_source_uri: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.context_dir = context_dir
+        self.dockerfile = dockerfile
+        self.repository = repository
+        self.builder = builder
+        self.builder_options = builder_options or {}
+        self.build_args = build_args or {}
+        self.source_revision = source_revision
+        self.target = target
+        self.tag_prefix = tag_prefix
+        self.insecure_registry = insecure_registry
+        self.trainium_conn_id = trainium_conn_id
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.codebuild_project = codebuild_project
+        self.codebuild_service_role_arn = codebuild_service_role_arn
+        self.codebuild_source_uri = codebuild_source_uri
+
+    def _config(self) -> TrainiumConfig:
+        from airflow_provider_trainium.hooks.trainium import TrainiumHook
+
+        return TrainiumHook(trainium_conn_id=self.trainium_conn_id).get_config()
+
+    def _registry(self, config: TrainiumConfig, aws_conn_id: str, region: str | None) -> Registry:
+        from airflow_provider_trainium.image.errors import RegistryError
+        from airflow_provider_trainium.image.registry import parse_repository
+
+        repository = self.repository or config.ecr_repository
+        if not repository:
+            raise RegistryError(
+                "no image repository: pass repository= or set ecr_repository in the trainium connection"
+            )
+        return parse_repository(
+            repository, aws_conn_id=aws_conn_id, region_name=region, insecure=self.insecure_registry
+        )
+
+    def _builder(self, config: TrainiumConfig, aws_conn_id: str, region: str | None) -> Builder:
+        from airflow_provider_trainium.image.builders import auto_builder_name, make_builder
+
+        if not isinstance(self.builder, str):
+            return self.builder
+        name = self.builder
+        if name == "auto":
+            name = config.image_builder or auto_builder_name(config.configured)
+        options = dict(self.builder_options)
+        if name == "codebuild":
+            source = self.codebuild_source_uri
+            if not source and config.artifact_root.startswith("s3://"):
+                source = config.artifact_root.rstrip("/") + "/image-contexts"
+            options.setdefault("aws_conn_id", aws_conn_id)
+            options.setdefault("region_name", region)
+            options.setdefault("source_uri", source)
+            options.setdefault("log_group", config.log_group)
+            if self.codebuild_project:
+                options.setdefault("project_name", self.codebuild_project)
+            if self.codebuild_service_role_arn:
+                options.setdefault("service_role_arn", self.codebuild_service_role_arn)
+        return make_builder(name, **options)
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_trainium.image.context import BuildContext
+        from airflow_provider_trainium.image.ensure import ensure_image
+        from airflow_provider_trainium.image.registry import EcrRegistry
+
+        build_args = {str(k): str(v) for k, v in self.build_args.items()}
+        if self.source_revision:
+            build_args["SOURCE_REVISION"] = str(self.source_revision)
+        # Cheap local checks first: a bad context fails before any AWS call or build.
+        build_context = BuildContext.load(self.context_dir, self.dockerfile, build_args, self.target)
+        config = self._config()
+        aws_conn_id = self.aws_conn_id or config.aws_conn_id
+        region = self.region_name or config.region_name
+        registry = self._registry(config, aws_conn_id, region)
+        builder = self._builder(config, aws_conn_id, region)
+        result = ensure_image(build_context, registry, builder, tag_prefix=self.tag_prefix)
+
+        ti = context["ti"]
+        ti.xcom_push(key="tag", value=result.tag)
+        ti.xcom_push(key="digest", value=result.digest)
+        ti.xcom_push(key="built", value=result.built)
+        if isinstance(registry, EcrRegistry):
+            hook = registry.hook
+            EcrImageLink.persist(
+                context=context,
+                operator=self,
+                region_name=hook.conn_region_name,
+                aws_partition=hook.conn_partition,
+                registry_id=registry.registry_id,
+                repository_name=registry.name,
+                digest=result.digest,
+            )
+        self.log.info(
+            "image %s (tag %s, %s in %.1f s)",
+            result.reference,
+            result.tag,
+            "built" if result.built else "already present",
+            result.seconds,
+        )
+        return result.reference

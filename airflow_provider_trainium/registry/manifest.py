@@ -1,0 +1,84 @@
+"""What a version's ``manifest.json`` records: where the model came from, what it is, what it scored."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+FORMAT = "trainium-model-manifest/1"
+
+# Manifest key -> names a trainer (metrics.json) or the DAG (params) may use for it.
+SOFTWARE_KEYS: dict[str, tuple[str, ...]] = {
+    "neuron_sdk": ("neuron_sdk_version", "neuron_sdk", "neuron_version"),
+    "neuronx_cc": ("neuronx_cc_version", "neuronx_cc", "neuron_compiler_version"),
+    "torch": ("torch_version",),
+    "torch_xla": ("torch_xla_version",),
+    "torch_neuronx": ("torch_neuronx_version",),
+    "neuronx_distributed": ("neuronx_distributed_version",),
+    "python": ("python_version",),
+    "trainer_revision": ("trainer_revision", "code_revision", "git_revision", "git_sha"),
+}
+
+DIGEST_RE = re.compile(r"@(sha256:[0-9a-f]{64})$")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _candidates(source: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not isinstance(source, dict):
+        return []
+    nested = [source[k] for k in ("software", "versions") if isinstance(source.get(k), dict)]
+    return [*nested, source]
+
+
+def software_versions(metrics: dict[str, Any] | None, params: dict[str, Any] | None) -> dict[str, str]:
+    """Neuron SDK, compiler, torch, ... versions and the trainer revision, where the run reported them.
+
+    The trainer's metrics win over the DAG's params: they say what actually ran.
+    """
+    found: dict[str, str] = {}
+    for source in [*_candidates(metrics), *_candidates(params)]:
+        for key, names in SOFTWARE_KEYS.items():
+            if key in found:
+                continue
+            for name in (key, *names):
+                value = source.get(name)
+                if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value):
+                    found[key] = str(value)
+                    break
+    return found
+
+
+def image_info(image: str | None) -> dict[str, str | None] | None:
+    """The training image reference and its digest (only known when the reference is pinned by digest)."""
+    if not image:
+        return None
+    match = DIGEST_RE.search(image)
+    return {"ref": image, "digest": match.group(1) if match else None}
+
+
+def summary_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """Scalars and flat dicts of scalars: the step-by-step history stays in the metrics file itself."""
+    if not isinstance(metrics, dict):
+        return {}
+
+    def scalar(v: Any) -> bool:
+        return v is None or isinstance(v, str | int | float | bool)
+
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if scalar(value) or (isinstance(value, dict) and all(scalar(v) for v in value.values())):
+            out[key] = value
+    return out
+
+
+def scalar_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """Only numbers and booleans: what goes into an asset event's extra."""
+    return {
+        k: v
+        for k, v in (metrics or {}).items()
+        if isinstance(v, int | float | bool) or (isinstance(v, str) and len(v) <= 200)
+    }

@@ -1,0 +1,80 @@
+"""DAG parse time against a trivial TaskFlow DAG, measured in the same run.
+
+Each sample is a fresh interpreter that has already imported ``airflow.sdk`` (as a DAG processor has) and
+then times executing one DAG file. Reports the median per file and its ratio to the trivial DAG.
+Target: every DAG within 1.3x.
+
+    python benchmarks/dag_parse.py [--samples 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TRIVIAL = """
+from datetime import datetime
+from airflow.sdk import dag, task
+
+@dag(schedule=None, start_date=datetime(2026, 1, 1), catchup=False)
+def trivial():
+    @task
+    def hello():
+        return 1
+    hello()
+
+trivial()
+"""
+
+PROBE = """
+import importlib.util, sys, time
+import airflow.sdk  # noqa: F401  (a DAG processor has Airflow loaded)
+from airflow.sdk import DAG, Param, dag, task  # noqa: F401
+spec = importlib.util.spec_from_file_location("dagfile", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+start = time.perf_counter()
+spec.loader.exec_module(module)
+print(time.perf_counter() - start)
+"""
+
+
+def sample(path: Path) -> float:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--dags", default=str(Path(__file__).resolve().parents[1] / "dags"))
+    parser.add_argument("--limit", type=float, default=1.3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trivial = Path(tmp, "trivial_dag.py")
+        trivial.write_text(TRIVIAL)
+        files = [trivial, *sorted(Path(args.dags).glob("*.py"))]
+        times: dict[Path, list[float]] = {f: [] for f in files}
+        for _ in range(args.samples):  # interleaved so machine load affects every file alike
+            for f in files:
+                times[f].append(sample(f))
+        baseline = statistics.median(times[trivial])
+        print(f"{'DAG file':40} {'median ms':>10} {'ratio':>7}")
+        worst = 0.0
+        for f in files:
+            median = statistics.median(times[f])
+            ratio = median / baseline
+            if f is not trivial:
+                worst = max(worst, ratio)
+            name = "trivial TaskFlow DAG (baseline)" if f is trivial else f.name
+            print(f"{name:40} {median * 1000:10.1f} {ratio:7.2f}")
+    print(f"worst ratio {worst:.2f} (target <= {args.limit})")
+    return 0 if worst <= args.limit else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
