@@ -6,7 +6,6 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from airflow_provider_trainium.registry.manifest import scalar_metrics
 from airflow_provider_trainium.registry.names import validate_model_name
 
 #: ``x-`` marks a scheme with no URI normalizer: Airflow then leaves the URI alone instead of loading every
@@ -26,6 +25,8 @@ def model_asset(name: str) -> Asset:
 
 def event_extra(result: dict[str, Any], metrics: dict[str, Any] | None, registry_root: str) -> dict[str, Any]:
     """Asset event extra: the registration result, the registry root and the scalar metrics."""
+    from airflow_provider_trainium.registry.manifest import scalar_metrics
+
     return {**result, "registry": registry_root, "metrics": scalar_metrics(metrics)}
 
 
