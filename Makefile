@@ -18,8 +18,8 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.9
-	$(BIN)/uv pip install -q -p $(BIN)/python -r requirements.lock
-	$(BIN)/uv pip install -q -p $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip install -q -p $(BIN)/python --compile-bytecode -r requirements.lock
+	$(BIN)/uv pip install -q -p $(BIN)/python --no-deps --config-settings editable_mode=compat -e .
 	touch $@
 
 airflow-home: $(AIRFLOW_HOME)/.migrated

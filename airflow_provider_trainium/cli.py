@@ -36,9 +36,11 @@ def logs_to_stderr() -> None:
     """Airflow logs to stdout; a command's stdout is its result (``--dry-run > conn.json``), so move them."""
     import airflow  # noqa: F401  (configures logging on import)
 
+    # The process's own stderr: a replaced sys.stderr (a capture) may be closed before the handler is done.
+    stream = sys.__stderr__ or sys.stderr
     for handler in logging.getLogger().handlers:
         if type(handler) is logging.StreamHandler:
-            handler.setStream(sys.stderr)
+            handler.setStream(stream)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,10 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "AWS Trainium",
-                "python-modules": ["airflow_provider_trainium.hooks.trainium"],
+                "python-modules": [
+                    "airflow_provider_trainium.hooks.trainium",
+                    "airflow_provider_trainium.hooks.ecs",
+                ],
             }
         ],
         "operators": [
@@ -51,10 +54,17 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "AWS Trainium",
-                "python-modules": ["airflow_provider_trainium.triggers.registry"],
+                "python-modules": [
+                    "airflow_provider_trainium.triggers.registry",
+                    "airflow_provider_trainium.triggers.ecs",
+                ],
             }
         ],
-        "extra-links": ["airflow_provider_trainium.links.ecr.EcrImageLink"],
+        "extra-links": [
+            "airflow_provider_trainium.links.ecr.EcrImageLink",
+            "airflow_provider_trainium.links.ecs.EcsTaskLink",
+            "airflow_provider_trainium.links.ecs.EcsTaskLogLink",
+        ],
         "connection-types": [
             {
                 "connection-type": "trainium",

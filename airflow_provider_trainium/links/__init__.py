@@ -1,0 +1,1 @@
+"""Extra links from a task to the console pages of its job."""

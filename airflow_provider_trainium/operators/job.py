@@ -17,10 +17,12 @@ from airflow.sdk import BaseOperator, Context
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
+from airflow_provider_trainium.links.ecs import EcsTaskLink, EcsTaskLogLink
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 EXIT_BAD_INPUT = 65
 DEFAULT_TIMEOUT = timedelta(hours=24)
+DEFER_TIMEOUT_GRACE = timedelta(minutes=5)
 
 
 def _int(value: Any, field: str) -> int:
@@ -55,6 +57,8 @@ class NeuronJobOperator(BaseOperator):
         "compile_cache_uri",
     )
     ui_color = "#ff9900"
+    #: Each link reads the ``job`` XCom and shows only for jobs of its own backend.
+    operator_extra_links = (EcsTaskLink(), EcsTaskLogLink())
 
     def __init__(
         self,
@@ -195,7 +199,13 @@ class NeuronJobOperator(BaseOperator):
         timeout = self.job_timeout().total_seconds()
         trigger = backend.trigger(handle, time.time() + timeout) if self.deferrable else None
         if trigger is not None:
-            self.defer(trigger=trigger, method_name="execute_complete", timeout=self.job_timeout())
+            # The trigger enforces the job's own deadline and stops the job there; Airflow's defer timeout
+            # does not call on_kill, so it only backs the trigger up, a little later.
+            self.defer(
+                trigger=trigger,
+                method_name="execute_complete",
+                timeout=self.job_timeout() + DEFER_TIMEOUT_GRACE,
+            )
         status = backend.wait(handle, self.log.info, timeout)
         return self.finish(context, spec, handle, status)
 

@@ -49,7 +49,7 @@ class RegisterModelOperator(BaseOperator):
     recorded in the manifest.
 
     Returns ``{"name", "version", "uri", "manifest_uri", "created"}`` and emits the asset
-    ``trainium-model://<model_name>`` with that dict, the registry root and the scalar metrics as extra.
+    ``x-trainium-model://<model_name>`` with that dict, the registry root and the scalar metrics as extra.
 
     :param model_name: registry name (``a-z 0-9 - _ .``).
     :param source_uri: directory with the trained files (``file://``, ``s3://`` or a path). Templated.

@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
-from airflow_provider_trainium.registry.names import InvalidNameError, ModelRef, parse_ref
-from airflow_provider_trainium.registry.registry import (
-    AliasState,
-    ModelRegistry,
-    ModelVersion,
-    NotFoundError,
-    RegisterResult,
-    RegistryError,
-    SourceChangedError,
-    VerifyReport,
-)
+import importlib
+from typing import Any
+
+#: Public names and the module each lives in: imported on first use, so that importing the package (as a
+#: DAG file does through the operators) stays cheap.
+_EXPORTS = {
+    "InvalidNameError": "names",
+    "ModelRef": "names",
+    "parse_ref": "names",
+    "AliasState": "registry",
+    "ModelRegistry": "registry",
+    "ModelVersion": "registry",
+    "NotFoundError": "registry",
+    "RegisterResult": "registry",
+    "RegistryError": "registry",
+    "SourceChangedError": "registry",
+    "VerifyReport": "registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AliasState",

@@ -1,0 +1,1 @@
+"""Triggers: wait for remote jobs in the triggerer."""

@@ -126,7 +126,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
         "manifest_uri": f"{backend.root_uri}/models/mnist-mlp/versions/1/manifest.json",
         "created": True,
     }
-    events = _asset_events("trainium-model://mnist-mlp/", run)
+    events = _asset_events("x-trainium-model://mnist-mlp", run)
     assert len(events) == 1
     source_dag, source_run, extra = events[0]
     assert (source_dag, source_run) == (dag_id, run.run_id)
@@ -135,7 +135,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
     assert extra["registry"] == backend.root_uri
     assert extra["metrics"] == {"accuracy": 0.93, "steps": 100, "torch_version": "2.9.0"}
     assert _xcom(run, "wait_production")["version"] == 1
-    assert _queued_for(downstream.dag_id) == ["trainium-model://mnist-mlp/"]  # the consumer DAG is due
+    assert _queued_for(downstream.dag_id) == ["x-trainium-model://mnist-mlp"]  # the consumer DAG is due
 
     from airflow_provider_trainium.registry import ModelRegistry
 
@@ -156,7 +156,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
     second = run_dag(dag)
     assert _xcom(second, "register")["version"] == 1
     assert _xcom(second, "register")["created"] is False
-    assert [e[2]["created"] for e in _asset_events("trainium-model://mnist-mlp/", second)] == [False]
+    assert [e[2]["created"] for e in _asset_events("x-trainium-model://mnist-mlp", second)] == [False]
     assert registry.list_versions("mnist-mlp") == [1]
 
 
@@ -197,7 +197,7 @@ def test_retry_of_the_same_task_is_a_noop(local_root, tmp_path):
 
 def test_model_asset_is_one_per_model():
     assert model_asset("mnist-mlp") == Asset(
-        name="trainium-model://mnist-mlp", uri="trainium-model://mnist-mlp", group="model"
+        name="x-trainium-model://mnist-mlp", uri="x-trainium-model://mnist-mlp", group="model"
     )
     assert model_asset("mnist-mlp") != model_asset("llama2-7b")
     register = RegisterModelOperator(task_id="r", model_name="mnist-mlp", source_uri="s3://b/run")

@@ -71,9 +71,11 @@ def test_failing_rank_fails_the_job_with_its_own_last_lines_and_kills_the_rest(b
 def test_timeout_kills_the_whole_tree(backend, tmp_path):
     pids = tmp_path / "pids"
     spec = JobSpec(name="t", entry_point="tests.jobs.fail_rank", args=("99", "0", str(pids)), nodes=1)
-    _, status, _ = run(backend, spec, timeout=3)
+    handle = backend.submit(spec, "job-1", {})
+    while len(list(pids.glob("*.pid"))) < 2:  # both ranks running (bounded by the test timeout)
+        assert backend.status(handle).state is JobState.RUNNING
+    status = backend.wait(handle, lambda line: None, timeout_seconds=1)
     assert status.state is JobState.FAILED and "timed out" in status.reason
-    assert len(list(pids.glob("*.pid"))) == 2
     assert not any(alive(int(p.read_text())) for p in pids.glob("*.pid"))
 
 

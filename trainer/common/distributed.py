@@ -42,14 +42,15 @@ class Distributed:
 
             xm.all_reduce(xm.REDUCE_SUM, grads, scale=1.0 / self.world_size)
             return
-        host = [runtime.to_cpu(g) for g in grads]
+        host = runtime.to_cpu(grads)  # one device-to-host transfer for all gradients
         flat = torch.cat([g.reshape(-1) for g in host])
         dist.all_reduce(flat)
         flat /= self.world_size
+        reduced = flat.to(grads[0].device)  # and one transfer back
         offset = 0
-        for grad, cpu_grad in zip(grads, host, strict=True):
-            n = cpu_grad.numel()
-            grad.copy_(flat[offset : offset + n].view_as(cpu_grad).to(grad.device))
+        for grad in grads:
+            n = grad.numel()
+            grad.copy_(reduced[offset : offset + n].view_as(grad))
             offset += n
 
     def all_reduce_sum(self, value: torch.Tensor, runtime: Runtime) -> torch.Tensor:

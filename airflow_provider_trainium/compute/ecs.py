@@ -1,0 +1,251 @@
+"""Single-instance training on an ECS cluster of Trainium container instances.
+
+``submit`` registers (or reuses) the task definition of the spec's instance type and runs one task
+with the job's command and environment as overrides, ``startedBy`` set to the deterministic job name.
+``find_existing`` lists that ``startedBy`` among RUNNING *and* STOPPED tasks, so a retry attaches to a
+task an earlier try started, or sees that it already succeeded, instead of starting a second one.
+Everything that can be checked before paying for an instance is checked first: the connection's
+settings, the spec (one node, an image, overrides within limits) and the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus, LogSink
+from airflow_provider_trainium.compute.ecs_definitions import (
+    MAX_OVERRIDES_CHARS,
+    EcsTaskSettings,
+    container_overrides,
+    log_stream_name,
+    overrides_size,
+    task_definition,
+)
+from airflow_provider_trainium.compute.ecs_status import STOPPED, task_id, task_status
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+_TAG_UNSAFE = re.compile(r"[^\w\s+\-=.:/@]")
+#: What RunTask's ``failures[].reason`` means for a Trainium task.
+PLACEMENT_REASONS = {
+    "RESOURCE:CPU": "no container instance has enough free CPU",
+    "RESOURCE:MEMORY": "no container instance has enough free memory",
+    "RESOURCE:ENI": "no container instance has a free network interface for awsvpc",
+    "ATTRIBUTE": "no container instance matches the placement constraint (instance type)",
+    "AGENT": "the ECS agent of the chosen container instance is disconnected",
+    "MISSING": "a resource named in the request does not exist",
+}
+
+
+class EcsInputError(AirflowFailException, ValueError):
+    """Bad configuration or spec for ECS: fails the task without retries, before anything is paid for."""
+
+
+class EcsPlacementError(RuntimeError):
+    """RunTask could not place the task. Retried only as often as the task's own retries allow."""
+
+
+def tag_value(value: str) -> str:
+    return _TAG_UNSAFE.sub("_", value)[:256]
+
+
+class EcsBackend(ComputeBackend):
+    """Run one-node jobs as ECS tasks; wait for them in the triggerer (or in the worker)."""
+
+    name = "ecs"
+
+    def __init__(
+        self,
+        config: TrainiumConfig,
+        *,
+        poll_interval_seconds: float = 30.0,
+        placement_timeout_seconds: float = 1800.0,
+    ) -> None:
+        problems = []
+        if not config.ecs_cluster:
+            problems.append("ecs_cluster is not set")
+        if not config.subnets:
+            problems.append("subnets is empty (ECS tasks use awsvpc networking and need at least one subnet)")
+        if not config.log_group:
+            problems.append("log_group is not set (the task's output goes to CloudWatch Logs)")
+        if problems:
+            raise EcsInputError("the trainium connection cannot run compute='ecs': " + "; ".join(problems))
+        self.config = config
+        self.cluster: str = config.ecs_cluster  # type: ignore[assignment]
+        self.poll_interval_seconds = poll_interval_seconds
+        self.placement_timeout_seconds = placement_timeout_seconds
+        self._cluster_checked = False
+
+    @cached_property
+    def hook(self) -> Any:
+        from airflow_provider_trainium.hooks.ecs import TrainiumEcsHook
+
+        return TrainiumEcsHook(aws_conn_id=self.config.aws_conn_id, region_name=self.config.region_name)
+
+    @property
+    def region_name(self) -> str:
+        return self.hook.region_name or self.hook.conn.meta.region_name
+
+    # -- checks before anything is paid for ---------------------------------------------------------
+    def check_spec(self, spec: JobSpec) -> None:
+        problems = spec.problems()
+        if spec.nodes > 1:
+            problems.append(
+                f"compute='ecs' runs one instance per job, but nodes={spec.nodes}: use compute='batch' "
+                "(AWS Batch multi-node parallel jobs) for multi-node training"
+            )
+        if not spec.image:
+            problems.append("no image: set the operator's image or the trainium connection's image")
+        if not problems:
+            size = overrides_size(container_overrides(spec))
+            if size > MAX_OVERRIDES_CHARS:
+                problems.append(
+                    f"the job's command and environment take {size} characters, over ECS's limit of "
+                    f"{MAX_OVERRIDES_CHARS} for RunTask overrides: pass large values as a URI instead"
+                )
+        if problems:
+            raise EcsInputError("cannot run on ECS: " + "; ".join(problems))
+
+    def check_cluster(self) -> None:
+        if self._cluster_checked:
+            return
+        problem = self.hook.cluster_problem(self.cluster)
+        if problem:
+            raise EcsInputError(f"{problem}; check ecs_cluster in the trainium connection")
+        self._cluster_checked = True
+
+    def settings(self, spec: JobSpec) -> EcsTaskSettings:
+        return EcsTaskSettings(
+            image=str(spec.image),
+            log_group=str(self.config.log_group),
+            region_name=self.region_name,
+            execution_role_arn=self.config.ecs_execution_role_arn,
+            task_role_arn=self.config.job_role_arn,
+        )
+
+    def run_task_request(
+        self, spec: JobSpec, task_definition_arn: str, job_name: str, tags: dict[str, str]
+    ) -> dict[str, Any]:
+        """RunTask arguments: capacity provider strategy when the connection names one, else EC2."""
+        network: dict[str, Any] = {"subnets": list(self.config.subnets), "assignPublicIp": "DISABLED"}
+        if self.config.security_groups:
+            network["securityGroups"] = list(self.config.security_groups)
+        request: dict[str, Any] = {
+            "cluster": self.cluster,
+            "taskDefinition": task_definition_arn,
+            "count": 1,
+            "startedBy": job_name,
+            "networkConfiguration": {"awsvpcConfiguration": network},
+            "overrides": container_overrides(spec),
+            "tags": [
+                {"key": k, "value": tag_value(v)} for k, v in sorted({**tags, "trainium:job-name": job_name}.items())
+            ],
+            "enableECSManagedTags": True,
+        }
+        if self.config.ecs_capacity_provider:
+            request["capacityProviderStrategy"] = [{"capacityProvider": self.config.ecs_capacity_provider, "weight": 1}]
+        else:
+            request["launchType"] = "EC2"
+        return request
+
+    # -- ComputeBackend -----------------------------------------------------------------------------
+    def handle_for(self, task: dict[str, Any], job_name: str) -> JobHandle:
+        arn = task["taskArn"]
+        return JobHandle(
+            backend=self.name,
+            job_id=arn,
+            job_name=job_name,
+            details={
+                "cluster": self.cluster,
+                "task_id": task_id(arn),
+                "task_definition_arn": task.get("taskDefinitionArn"),
+                "region_name": self.region_name,
+                "partition": self.hook.conn_partition,
+                "log_group": self.config.log_group,
+                "log_stream": log_stream_name(task_id(arn)),
+            },
+        )
+
+    def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
+        self.check_cluster()
+        tasks = self.hook.tasks_started_by(self.cluster, job_name)
+        if not tasks:
+            return None
+
+        def rank(task: dict[str, Any]) -> tuple[bool, float]:
+            created = task.get("createdAt")
+            return (task.get("lastStatus") != STOPPED, created.timestamp() if created else 0.0)
+
+        return self.handle_for(max(tasks, key=rank), job_name)
+
+    def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
+        self.check_spec(spec)
+        self.check_cluster()
+        definition = task_definition(spec.instance_type, self.settings(spec))
+        arn, _ = self.hook.ensure_task_definition(definition)
+        response = self.hook.conn.run_task(**self.run_task_request(spec, arn, job_name, tags))
+        tasks = response.get("tasks") or []
+        if response.get("failures") or not tasks:
+            raise EcsPlacementError(self.placement_message(spec, response.get("failures") or []))
+        return self.handle_for(tasks[0], job_name)
+
+    def placement_message(self, spec: JobSpec, failures: list[dict[str, Any]]) -> str:
+        reasons = [
+            f"{f.get('reason')}: {PLACEMENT_REASONS.get(str(f.get('reason')), f.get('detail') or 'see ECS docs')}"
+            for f in failures
+        ] or ["RunTask returned no task and no failure"]
+        where = (
+            f"capacity provider {self.config.ecs_capacity_provider!r}"
+            if self.config.ecs_capacity_provider
+            else "its registered container instances"
+        )
+        return (
+            f"ECS could not place the {spec.instance_type} task in cluster {self.cluster!r} ({'; '.join(reasons)}). "
+            f"The task needs a whole {spec.instance_type} ({len(spec.instance.neuron_devices)} Neuron device(s)) "
+            f"from {where}; check that the cluster has {spec.instance_type} capacity and nothing else running on it"
+        )
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        tasks = self.hook.describe_tasks(handle.details["cluster"], [handle.job_id])
+        if not tasks:
+            return JobStatus(JobState.FAILED, reason=f"ECS no longer knows task {handle.job_id}")
+        return task_status(tasks[0])
+
+    def cancel(self, handle: JobHandle, reason: str) -> None:
+        self.hook.conn.stop_task(cluster=handle.details["cluster"], task=handle.job_id, reason=reason[:255])
+
+    def trigger(self, handle: JobHandle, deadline: float) -> Any:
+        from airflow_provider_trainium.triggers.ecs import EcsTaskTrigger
+
+        return EcsTaskTrigger(
+            handle=handle.to_dict(),
+            deadline=deadline,
+            aws_conn_id=self.config.aws_conn_id,
+            region_name=self.region_name,
+            poll_interval=self.poll_interval_seconds,
+            placement_timeout=self.placement_timeout_seconds,
+        )
+
+    def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
+        """The worker path: run the trigger's loop here, its log lines going to ``log``."""
+        trigger = self.trigger(handle, time.time() + timeout_seconds)
+        trigger.emit = log
+
+        async def first_event() -> dict[str, Any]:
+            async for event in trigger.run():
+                return event.payload
+            raise RuntimeError("the ECS trigger ended without an event")
+
+        event = asyncio.run(first_event())
+        return JobStatus(
+            JobState(event["state"]),
+            reason=event["reason"],
+            exit_code=event["exit_code"],
+            log_tail=tuple(event["log_tail"]),
+        )
