@@ -88,7 +88,11 @@ def test_bad_layout_fails_before_any_job_starts(artifact_root):
 
 
 class Scheduler:
-    """api-server + dag-processor + scheduler as subprocesses on this test's Airflow home."""
+    """api-server + scheduler as subprocesses on this test's Airflow home.
+
+    SQLite takes one writer at a time: the DAG is serialized and the backfill created by the CLI before
+    the scheduler starts, and no dag-processor runs beside it, so no CLI write races the scheduler's.
+    """
 
     def __init__(self, log_dir: Path):
         port = free_port()
@@ -104,8 +108,11 @@ class Scheduler:
         }
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
-        self.start("api-server", "--port", str(port), "--host", "127.0.0.1", "--workers", "1")
-        self.start("dag-processor")
+        self.port = port
+
+    def run(self) -> None:
+        """The API server (task execution) and the scheduler; the DAG is already serialized."""
+        self.start("api-server", "--port", str(self.port), "--host", "127.0.0.1", "--workers", "1")
         self.start("scheduler")
 
     def start(self, *args: str) -> None:
@@ -166,12 +173,12 @@ def test_backfill_of_three_days_registers_three_versions_and_a_rerun_none(pretra
     subprocess.run([AIRFLOW, "dags", "delete", "trainium_llama_finetune", "--yes"], capture_output=True, timeout=300)
     scheduler = Scheduler(tmp_path)
     try:
-        wait_for(lambda: "trainium_llama_finetune" in scheduler.cli("dags", "list", "-o", "plain"), 180,
-                 "the dag processor to parse the DAG", scheduler)  # fmt: skip
+        scheduler.cli("dags", "reserialize")
         scheduler.cli("dags", "unpause", "trainium_llama_finetune")
         conf = json.dumps({**FAST, "max_steps": 10})
         scheduler.cli("backfill", "create", "--dag-id", "trainium_llama_finetune", "--from-date", INTERVALS[0],
                       "--to-date", INTERVALS[-1], "--dag-run-conf", conf)  # fmt: skip
+        scheduler.run()
 
         def finished() -> dict[str, str] | None:
             runs = finetune_runs()
