@@ -1,0 +1,1 @@
+"""Triggers that wait on remote Trainium jobs in the triggerer."""
