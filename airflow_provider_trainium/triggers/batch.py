@@ -396,8 +396,8 @@ class BatchJobTrigger(BaseTrigger):
         if self.num_nodes > 1:
             for index, node_id in enumerate(node_job_ids(self.job_id, self.num_nodes)):
                 logs.learn(index, log_stream(found.get(node_id)))
-        if not logs.streams:
-            logs.learn(0, log_stream(job))  # single-node jobs, or a parent that carries the main node's stream
+        else:
+            logs.learn(0, log_stream(job))
 
     async def _terminate(self, reason: str) -> None:
         from airflow_provider_trainium.hooks.batch import TrainiumBatchHook

@@ -57,6 +57,8 @@ def finish(region: str, job_id: str, *, success: bool, reason: str | None = None
     if reason is not None:
         j.job_stopped_reason = reason
     j._mark_stopped(success=success)
+    if j.latest_attempt:  # AWS reports each attempt's exit code; moto's describe leaves it out
+        j.latest_attempt["container"]["exitCode"] = exit_code
     for index in range(len(getattr(j, "_trainium_nodes", []))):
         node = job(region, f"{job_id}#{index}")
         node.job_stopped = False
@@ -81,6 +83,7 @@ def start_nodes(region: str, job_id: str, num_nodes: int, logs_client: Any, log_
             container_overrides=None,
             eks_properties_override=None,
             depends_on=None,
+            parameters=None,
             all_jobs=backend._jobs,
             timeout=None,
             array_properties={},
