@@ -11,7 +11,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint lock venv airflow-home clean
+.PHONY: demo test lint lock venv airflow-home clean bench-batch
 
 venv: $(VENV)/.installed
 
@@ -47,3 +47,7 @@ lock:
 
 clean:
 	rm -rf $(VENV) $(AIRFLOW_HOME)
+
+# DescribeJobs calls per poll interval for K waiting Batch jobs: our shared poller vs the amazon trigger.
+bench-batch: venv
+	$(BIN)/python -m benchmarks.batch_polling

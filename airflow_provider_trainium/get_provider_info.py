@@ -24,7 +24,16 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "AWS Trainium",
-                "python-modules": ["airflow_provider_trainium.hooks.trainium"],
+                "python-modules": [
+                    "airflow_provider_trainium.hooks.trainium",
+                    "airflow_provider_trainium.hooks.batch",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "AWS Trainium",
+                "python-modules": ["airflow_provider_trainium.triggers.batch"],
             }
         ],
         "operators": [
