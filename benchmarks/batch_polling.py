@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
             rows.append((k, ours, theirs))
             print(f"K={k}: ours {ours:.1f}, amazon BatchJobTrigger {theirs:.1f} DescribeJobs/interval", flush=True)
 
-    print(f"\nDescribeJobs calls per {args.interval:g} s poll interval, K jobs waiting in one triggerer (moto server)\n")
+    print(f"\nDescribeJobs calls per {args.interval:g} s poll interval, K jobs waiting in one triggerer (moto)\n")
     print("| K waiting jobs | this provider (shared poller) | amazon BatchJobTrigger | ratio |")
     print("|---:|---:|---:|---:|")
     for k, ours, theirs in rows:
