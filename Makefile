@@ -11,7 +11,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint lock venv airflow-home clean bench-parse bench-mnist
+.PHONY: demo test lint lock venv airflow-home clean bench-parse bench-mnist bench-batch
 
 venv: $(VENV)/.installed
 
@@ -53,3 +53,7 @@ bench-parse: airflow-home
 
 bench-mnist: venv
 	$(BIN)/python benchmarks/mnist_throughput.py
+
+# DescribeJobs calls per poll interval for K waiting Batch jobs: our shared poller vs the amazon trigger.
+bench-batch: venv
+	$(BIN)/python -m benchmarks.batch_polling

@@ -27,6 +27,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_trainium.hooks.trainium",
                     "airflow_provider_trainium.hooks.ecs",
+                    "airflow_provider_trainium.hooks.batch",
                 ],
             }
         ],
@@ -57,6 +58,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_trainium.triggers.registry",
                     "airflow_provider_trainium.triggers.ecs",
+                    "airflow_provider_trainium.triggers.batch",
                 ],
             }
         ],
@@ -64,6 +66,7 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_provider_trainium.links.ecr.EcrImageLink",
             "airflow_provider_trainium.links.ecs.EcsTaskLink",
             "airflow_provider_trainium.links.ecs.EcsTaskLogLink",
+            "airflow_provider_trainium.links.batch.BatchJobLink",
         ],
         "connection-types": [
             {

@@ -1,0 +1,1 @@
+"""Measured comparisons, one command each."""

@@ -13,16 +13,20 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.bases.resumablejobmixin import ResumableJobMixin
 
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
+from airflow_provider_trainium.links.batch import batch_links
 from airflow_provider_trainium.links.ecs import EcsTaskLink, EcsTaskLogLink
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 EXIT_BAD_INPUT = 65
 DEFAULT_TIMEOUT = timedelta(hours=24)
-DEFER_TIMEOUT_GRACE = timedelta(minutes=5)
+#: Airflow's defer timeout does not call on_kill; the trigger's own deadline (which stops the job) must
+#: come first, so the defer timeout only backs it up.
+DEFER_GRACE = timedelta(minutes=5)
 
 
 def _int(value: Any, field: str) -> int:
@@ -32,7 +36,10 @@ def _int(value: Any, field: str) -> int:
         raise JobSpecError([f"{field} must be an integer, got {value!r}"]) from None
 
 
-class NeuronJobOperator(BaseOperator):
+_UNSET: Any = object()
+
+
+class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     """Run ``python -m <entry_point> <args>`` (under torchrun when ``distributed``) on Trainium compute.
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
@@ -57,8 +64,9 @@ class NeuronJobOperator(BaseOperator):
         "compile_cache_uri",
     )
     ui_color = "#ff9900"
-    #: Each link reads the ``job`` XCom and shows only for jobs of its own backend.
-    operator_extra_links = (EcsTaskLink(), EcsTaskLogLink())
+    #: Each link reads the job's XCom and shows only for jobs of its own backend.
+    operator_extra_links = (EcsTaskLink(), EcsTaskLogLink(), *batch_links())
+    external_id_key = "trainium_job"
 
     def __init__(
         self,
@@ -101,7 +109,9 @@ class NeuronJobOperator(BaseOperator):
         self.deferrable = deferrable
         self.local_max_processes_per_node = local_max_processes_per_node
         self._backend: ComputeBackend | None = None
+        self._spec: JobSpec | None = None
         self._handle: JobHandle | None = None
+        self._result: Any = _UNSET
 
     # -- what to run --------------------------------------------------------------------------------
     def job_timeout(self) -> timedelta:
@@ -154,7 +164,8 @@ class NeuronJobOperator(BaseOperator):
         return spec.validate()
 
     # -- running it ---------------------------------------------------------------------------------
-    def execute(self, context: Context) -> Any:
+    def prepare(self, context: Context) -> tuple[ComputeBackend, JobSpec, str, dict[str, str]]:
+        """Backend, validated spec, job name and tags; bad input fails here, before anything starts."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from airflow_provider_trainium.compute.factory import get_backend, resolve_compute
@@ -167,9 +178,12 @@ class NeuronJobOperator(BaseOperator):
             if compute == "local":
                 options["max_processes_per_node"] = self.local_max_processes_per_node
             backend = get_backend(compute, config, **options)
+            check = getattr(backend, "check", None)
+            if check is not None:
+                check(spec)  # backend-specific checks (image, queue, layout) before any API call
         except ValueError as err:  # JobSpecError included: bad input is never retried
             raise AirflowFailException(str(err)) from err
-        self._backend = backend
+        self._backend, self._spec = backend, spec
 
         ti = context["ti"]
         map_index = ti.map_index if ti.map_index is not None else -1
@@ -179,38 +193,115 @@ class NeuronJobOperator(BaseOperator):
             "job %s on %s: %s x %d node(s), %d process(es) per node -> %s",
             job_name, compute, spec.instance_type, spec.nodes, spec.nproc_per_node, spec.output_uri,
         )  # fmt: skip
+        return backend, spec, job_name, tags
 
+    def find_or_submit(
+        self, context: Context, backend: ComputeBackend, spec: JobSpec, job_name: str, tags: dict[str, str]
+    ) -> tuple[JobHandle, JobStatus | None]:
+        """The job an earlier try (or a restarted worker) started, else a new one. Never a second copy."""
         handle = backend.find_existing(job_name, tags)
+        status: JobStatus | None = None
         if handle is not None:
             status = backend.status(handle)
             if status.state is JobState.SUCCEEDED:
                 self.log.info("job %s already succeeded in an earlier try; not running it again", handle.job_id)
-                return self.on_success(context, spec, handle)
-            if status.state.terminal:
-                handle = None
+            elif status.state.terminal:
+                handle, status = None, None
             else:
                 self.log.info("attaching to job %s started by an earlier try (%s)", handle.job_id, status.state)
         if handle is None:
             handle = backend.submit(spec, job_name, tags)
             self.log.info("submitted job %s", handle.job_id)
-        self._handle = handle
-        ti.xcom_push(key="job", value=handle.to_dict())
+        self.remember(context, handle)
+        return handle, status
 
-        timeout = self.job_timeout().total_seconds()
-        trigger = backend.trigger(handle, time.time() + timeout) if self.deferrable else None
-        if trigger is not None:
-            # The trigger enforces the job's own deadline and stops the job there; Airflow's defer timeout
-            # does not call on_kill, so it only backs the trigger up, a little later.
-            self.defer(
-                trigger=trigger,
-                method_name="execute_complete",
-                timeout=self.job_timeout() + DEFER_TIMEOUT_GRACE,
+    def remember(self, context: Context, handle: JobHandle, log_streams: dict[str, str] | None = None) -> None:
+        self._handle = handle
+        ti = context["ti"]
+        ti.xcom_push(key="job", value=handle.to_dict())
+        if handle.backend == "batch":
+            from airflow_provider_trainium.links.batch import XCOM_KEY, link_data
+
+            details = handle.details
+            ti.xcom_push(
+                key=XCOM_KEY,
+                value=link_data(
+                    str(details.get("region_name") or ""),
+                    handle.job_id,
+                    str(details.get("log_group") or "/aws/batch/job"),
+                    log_streams,
+                ),
             )
-        status = backend.wait(handle, self.log.info, timeout)
-        return self.finish(context, spec, handle, status)
+
+    @staticmethod
+    def defers(backend: ComputeBackend) -> bool:
+        """Remote backends wait in the triggerer; local compute waits in the worker."""
+        return type(backend).trigger is not ComputeBackend.trigger
+
+    def execute(self, context: Context) -> Any:
+        backend, spec, job_name, tags = self.prepare(context)
+        if not (self.deferrable and self.defers(backend)):
+            # ResumableJobMixin: the job id survives a worker crash in task_state_store; find_or_submit
+            # also finds it by name and tags when the store is empty.
+            return self.execute_resumable(context)
+        handle, status = self.find_or_submit(context, backend, spec, job_name, tags)
+        if status is not None and status.state is JobState.SUCCEEDED:
+            return self.on_success(context, spec, handle)
+        store = context.get("task_state_store")
+        if store is not None:
+            store.set(self.external_id_key, handle.to_dict())
+        trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds())
+        # the trigger fires at its own deadline first; Airflow's timeout is only the backstop
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=self.job_timeout() + DEFER_GRACE)
+
+    # -- ResumableJobMixin (the worker-side wait) ---------------------------------------------------------
+    def _ready(self, context: Context) -> tuple[ComputeBackend, JobSpec]:
+        if self._backend is None or self._spec is None:
+            self.prepare(context)
+        assert self._backend is not None and self._spec is not None
+        return self._backend, self._spec
+
+    def submit_job(self, context: Context) -> Any:
+        backend, spec = self._ready(context)
+        ti = context["ti"]
+        map_index = ti.map_index if ti.map_index is not None else -1
+        job_name = naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
+        tags = naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
+        handle, _ = self.find_or_submit(context, backend, spec, job_name, tags)
+        return handle.to_dict()
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        backend, _ = self._ready(context)
+        return backend.status(JobHandle.from_dict(external_id)).state.value
+
+    def is_job_active(self, status: str) -> bool:
+        return not JobState(status).terminal
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return JobState(status) is JobState.SUCCEEDED
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> Any:
+        backend, spec = self._ready(context)
+        handle = JobHandle.from_dict(external_id)
+        self.remember(context, handle)
+        status = backend.status(handle)
+        if not status.state.terminal:
+            status = backend.wait(handle, self.log.info, self.job_timeout().total_seconds())
+        self._result = self.finish(context, spec, handle, status)
+        return self._result
+
+    def get_job_result(self, external_id: Any, context: Context) -> Any:
+        if self._result is not _UNSET:
+            return self._result
+        _, spec = self._ready(context)
+        handle = JobHandle.from_dict(external_id)
+        self.remember(context, handle)
+        return self.on_success(context, spec, handle)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         handle = JobHandle.from_dict(event["handle"])
+        if event.get("log_streams"):
+            self.remember(context, handle, event["log_streams"])
         status = JobStatus(
             JobState(event["state"]),
             reason=event.get("reason", ""),

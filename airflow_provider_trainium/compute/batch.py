@@ -1,0 +1,183 @@
+"""AWS Batch compute: multi-node parallel training on Trn1/Trn1n/Trn2 with EFA, never a duplicate job.
+
+The job definition comes from the spec (see :mod:`batch_definitions`) and is registered once per content
+(its name is a hash of it). Jobs carry the task instance's tags and a deterministic name, so a retry or a
+restarted worker finds the job it already submitted, in any status, and waits on it instead of submitting
+again; a job that succeeded is not rerun.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_trainium.compute import batch_definitions as defs
+from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus, LogSink
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
+    from airflow_provider_trainium.triggers.batch import BatchJobTrigger
+
+
+class BatchBackend(ComputeBackend):
+    """Runs a job spec as an AWS Batch job on the queue the connection names for its instance type.
+
+    :param poll_interval: seconds between DescribeJobs rounds of the shared poller (and the worker wait).
+    :param log_interval: seconds between reads of the nodes' CloudWatch streams.
+    :param privileged: run the container privileged (the only way Batch grants IPC_LOCK; off by default).
+    """
+
+    name = "batch"
+
+    def __init__(
+        self,
+        config: TrainiumConfig,
+        *,
+        poll_interval: float = 30.0,
+        log_interval: float = 30.0,
+        privileged: bool = False,
+        host_retry_attempts: int = defs.HOST_RETRY_ATTEMPTS,
+    ) -> None:
+        self.config = config
+        self.poll_interval = poll_interval
+        self.log_interval = log_interval
+        self.settings = defs.BatchSettings(
+            region_name=config.region_name,
+            log_group=config.log_group,
+            job_role_arn=config.job_role_arn,
+            execution_role_arn=config.ecs_execution_role_arn,
+            privileged=privileged,
+            host_retry_attempts=host_retry_attempts,
+        )
+
+    @cached_property
+    def hook(self) -> TrainiumBatchHook:
+        from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
+
+        return TrainiumBatchHook(aws_conn_id=self.config.aws_conn_id, region_name=self.config.region_name)
+
+    # -- what to submit ---------------------------------------------------------------------------------
+    def job_queue(self, instance_type: str) -> str:
+        queue = self.config.batch_job_queues.get(instance_type)
+        if not queue:
+            known = ", ".join(sorted(self.config.batch_job_queues)) or "none"
+            raise ValueError(
+                f"the trainium connection has no Batch job queue for {instance_type} (batch_job_queues has: {known})"
+            )
+        return queue
+
+    def check(self, spec: JobSpec) -> dict[str, Any]:
+        """Everything that can be wrong with ``spec`` on Batch, raised before any API call; the definition."""
+        definition = defs.build_job_definition(spec, self.settings)
+        self.job_queue(spec.instance_type)
+        return definition
+
+    def register_definition(self, definition: dict[str, Any]) -> str:
+        """The ARN of an ACTIVE definition with this (content-hash) name, registering it if there is none."""
+        existing = self.hook.active_definition(definition["jobDefinitionName"])
+        if existing is not None:
+            return existing["jobDefinitionArn"]
+        response = self.hook.client.register_job_definition(
+            **definition, tags={"trainium:managed-by": "airflow-provider-trainium"}
+        )
+        return response["jobDefinitionArn"]
+
+    # -- ComputeBackend -------------------------------------------------------------------------------
+    def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
+        definition = self.check(spec)
+        queue = self.job_queue(spec.instance_type)
+        request = defs.submit_request(
+            spec, job_name=job_name, job_queue=queue, job_definition=definition["jobDefinitionName"], tags=tags
+        )
+        defs.validate_node_overrides(definition, request)
+        request["jobDefinition"] = self.register_definition(definition)
+        response = self.hook.client.submit_job(**request)
+        return self._handle(response["jobId"], job_name, queue, spec.nodes, request["jobDefinition"])
+
+    def _handle(self, job_id: str, job_name: str, queue: str, nodes: int, definition: str) -> JobHandle:
+        return JobHandle(
+            self.name,
+            job_id,
+            job_name,
+            {
+                "job_queue": queue,
+                "num_nodes": nodes,
+                "job_definition": definition,
+                "region_name": self.hook.region_name,
+                "log_group": self.settings.log_group,
+            },
+        )
+
+    def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
+        """The newest job with this name and these tags on any of the connection's queues, in any status."""
+        queues = sorted(set(self.config.batch_job_queues.values()))
+        summaries = [s for queue in queues for s in self.hook.list_jobs_named(queue, job_name)]
+        if not summaries:
+            return None
+        jobs = [j for j in self.hook.describe_jobs([s["jobId"] for s in summaries]) if _tagged(j, tags)]
+        if not jobs:
+            return None
+        job = max(jobs, key=lambda j: j.get("createdAt", 0))
+        nodes = int((job.get("nodeProperties") or {}).get("numNodes", 1))
+        queue = _queue_name(job.get("jobQueue", ""), queues)
+        return self._handle(job["jobId"], job_name, queue, nodes, job.get("jobDefinition", ""))
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        from airflow_provider_trainium.triggers.batch import batch_state, exit_code
+
+        jobs = self.hook.describe_jobs([handle.job_id])
+        if not jobs:
+            return JobStatus(JobState.FAILED, reason=f"AWS Batch does not know job {handle.job_id}")
+        job = jobs[0]
+        return JobStatus(batch_state(job), reason=str(job.get("statusReason", "")), exit_code=exit_code(job))
+
+    def cancel(self, handle: JobHandle, reason: str) -> None:
+        from airflow_provider_trainium.triggers.batch import CANCEL_PREFIX
+
+        self.hook.client.terminate_job(jobId=handle.job_id, reason=f"{CANCEL_PREFIX}{reason}")
+
+    def trigger(self, handle: JobHandle, deadline: float) -> BatchJobTrigger:
+        from airflow_provider_trainium.triggers.batch import BatchJobTrigger
+
+        return BatchJobTrigger(
+            handle=handle.to_dict(),
+            deadline=deadline,
+            aws_conn_id=self.config.aws_conn_id,
+            region_name=self.config.region_name,
+            num_nodes=int(handle.details.get("num_nodes", 1)),
+            log_group=handle.details.get("log_group") or self.settings.log_group,
+            poll_interval=self.poll_interval,
+            log_interval=self.log_interval,
+        )
+
+    def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
+        """The worker-side wait (non-deferrable tasks): the trigger's own loop, run to its one event."""
+        trigger = self.trigger(handle, time.time() + timeout_seconds)
+        trigger.log_sink = log
+
+        async def first_event() -> dict[str, Any]:
+            async for event in trigger.run():
+                return dict(event.payload)
+            raise RuntimeError("the Batch trigger ended without an event")
+
+        event = asyncio.run(first_event())
+        return JobStatus(
+            JobState(event["state"]),
+            reason=event["reason"],
+            exit_code=event["exit_code"],
+            log_tail=tuple(event["log_tail"]),
+        )
+
+
+def _tagged(job: dict[str, Any], tags: dict[str, str]) -> bool:
+    have = job.get("tags") or {}
+    return all(have.get(k) == v for k, v in tags.items())
+
+
+def _queue_name(arn_or_name: str, queues: list[str]) -> str:
+    name = arn_or_name.rsplit("/", 1)[-1]
+    return next((q for q in queues if q == arn_or_name or q.rsplit("/", 1)[-1] == name), name)

@@ -1,0 +1,273 @@
+"""AWS Batch job definitions and submit requests built from a :class:`JobSpec`; no AWS calls here.
+
+What belongs in the definition is what stays the same from run to run of a task (image, instance layout,
+devices, limits, logs, timeout, retry policy), so every run of a DAG reuses one definition. What changes per
+run (the command line and the spec's own environment) goes into the submit request's overrides, which are
+checked against the definition before anything is submitted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from airflow_provider_trainium.neuron import launch
+from airflow_provider_trainium.neuron.catalog import InstanceType
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+#: vCPUs and memory left to the ECS agent and the OS; the rest goes to the training container.
+RESERVED_VCPUS = 4
+MEMORY_FRACTION = 0.9
+#: /dev/shm for data loaders and the Neuron runtime: an eighth of host memory, at most 64 GiB.
+MAX_SHARED_MEMORY_MIB = 64 * 1024
+NOFILE_LIMIT = 65535
+#: Batch retries a job itself only when its host went away (spot reclaim, EC2 failure); Airflow retries the rest.
+HOST_RETRY_ATTEMPTS = 3
+DEFINITION_PREFIX = "trainium"
+#: The launcher inside the image: derives torchrun's rendezvous from the AWS_BATCH_JOB_* variables.
+LAUNCHER_MODULE = "trainer.launch"
+
+
+class BatchDefinitionError(ValueError):
+    """A spec or override that Batch would reject (or run wrongly): raised before any API call."""
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """The parts of the ``trainium`` connection a job definition needs."""
+
+    region_name: str | None = None
+    log_group: str | None = None
+    job_role_arn: str | None = None
+    execution_role_arn: str | None = None
+    privileged: bool = False
+    host_retry_attempts: int = HOST_RETRY_ATTEMPTS
+
+
+def device_mappings(instance: InstanceType, nodes: int) -> list[dict[str, Any]]:
+    """``/dev/neuronN`` read/write for each chip; ``/dev/infiniband/uverbsN`` for each EFA interface when multi-node."""
+    devices = [
+        {"hostPath": path, "containerPath": path, "permissions": ["READ", "WRITE"]} for path in instance.neuron_devices
+    ]
+    if nodes > 1:
+        devices += [
+            {"hostPath": path, "containerPath": path, "permissions": ["READ", "WRITE", "MKNOD"]}
+            for path in instance.efa_devices
+        ]
+    return devices
+
+
+def shared_memory_mib(instance: InstanceType) -> int:
+    return min(instance.memory_gib * 1024 // 8, MAX_SHARED_MEMORY_MIB)
+
+
+def retry_strategy(attempts: int) -> dict[str, Any]:
+    """Retry lost hosts (``Host EC2 (instance i-...) terminated.``: spot reclaim or hardware); exit on the rest.
+
+    Application errors are not retried by Batch: the Airflow task's retries decide, and exit code 65 (bad
+    input) is never retried there either.
+    """
+    return {
+        "attempts": attempts,
+        "evaluateOnExit": [
+            {"onStatusReason": "Host EC2*", "action": "RETRY"},
+            {"onReason": "*", "action": "EXIT"},
+        ],
+    }
+
+
+def log_configuration(settings: BatchSettings) -> dict[str, Any] | None:
+    """awslogs into the connection's log group; None keeps Batch's default group ``/aws/batch/job``."""
+    if not settings.log_group:
+        return None
+    options = {"awslogs-group": settings.log_group}
+    if settings.region_name:
+        options["awslogs-region"] = settings.region_name
+    return {"logDriver": "awslogs", "options": options}
+
+
+def preset_environment(spec: JobSpec) -> dict[str, str]:
+    """The Neuron/EFA presets every run of this layout shares (the spec's own env goes in the overrides)."""
+    stable = replace(spec, env={}, checkpoint_uri=None, output_uri=None)
+    return launch.job_environment(stable)
+
+
+def run_environment(spec: JobSpec) -> dict[str, str]:
+    """Per-run variables: what :func:`launch.job_environment` adds on top of the presets."""
+    presets = preset_environment(spec)
+    return {k: v for k, v in launch.job_environment(spec).items() if presets.get(k) != v}
+
+
+def container_properties(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
+    instance = spec.instance
+    container: dict[str, Any] = {
+        "image": spec.image,
+        "instanceType": instance.name,
+        "resourceRequirements": [
+            {"type": "VCPU", "value": str(instance.vcpus - RESERVED_VCPUS)},
+            {"type": "MEMORY", "value": str(int(instance.memory_gib * 1024 * MEMORY_FRACTION))},
+        ],
+        "linuxParameters": {
+            "devices": device_mappings(instance, spec.nodes),
+            "sharedMemorySize": shared_memory_mib(instance),
+            "initProcessEnabled": True,
+        },
+        "ulimits": [
+            {"name": "memlock", "softLimit": -1, "hardLimit": -1},
+            {"name": "nofile", "softLimit": NOFILE_LIMIT, "hardLimit": NOFILE_LIMIT},
+        ],
+        "environment": [{"name": k, "value": v} for k, v in sorted(preset_environment(spec).items())],
+        # Batch has no per-capability field: IPC_LOCK only comes with privileged mode. The unlimited memlock
+        # above is what EFA's memory registration needs; ``privileged`` is an opt-in on the backend.
+        "privileged": settings.privileged,
+    }
+    logs = log_configuration(settings)
+    if logs:
+        container["logConfiguration"] = logs
+    if settings.job_role_arn:
+        container["jobRoleArn"] = settings.job_role_arn
+    if settings.execution_role_arn:
+        container["executionRoleArn"] = settings.execution_role_arn
+    return container
+
+
+def definition_body(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
+    """The RegisterJobDefinition request without its name: ``multinode`` for N > 1 nodes, else ``container``."""
+    problems = []
+    if not spec.image:
+        problems.append("no image: set the operator's `image` or the trainium connection's `image`")
+    if spec.nodes > 1 and not spec.instance.multi_node:
+        problems.append(
+            f"{spec.instance_type} has no EFA and cannot run a {spec.nodes}-node job; use trn1.32xlarge, "
+            "trn1n.32xlarge or trn2.48xlarge"
+        )
+    if problems:
+        raise BatchDefinitionError("cannot build a Batch job definition: " + "; ".join(problems))
+    container = container_properties(spec, settings)
+    body: dict[str, Any] = {
+        "retryStrategy": retry_strategy(settings.host_retry_attempts),
+        "timeout": {"attemptDurationSeconds": spec.timeout_seconds},
+        "propagateTags": True,
+        "platformCapabilities": ["EC2"],
+    }
+    if spec.nodes > 1:
+        body["type"] = "multinode"
+        body["nodeProperties"] = {
+            "numNodes": spec.nodes,
+            "mainNode": 0,
+            "nodeRangeProperties": [{"targetNodes": "0:", "container": container}],
+        }
+    else:
+        body["type"] = "container"
+        body["containerProperties"] = container
+    return body
+
+
+def definition_name(spec: JobSpec, body: dict[str, Any]) -> str:
+    """``trainium-<instance>-<N>x-<hash of the body>``: equal content, equal name, one definition."""
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    return f"{DEFINITION_PREFIX}-{spec.instance_type.replace('.', '-')}-{spec.nodes}x-{digest}"
+
+
+def build_job_definition(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
+    """The full RegisterJobDefinition request for ``spec``."""
+    body = definition_body(spec, settings)
+    return {"jobDefinitionName": definition_name(spec, body), **body}
+
+
+def node_command(spec: JobSpec) -> list[str]:
+    """What every node runs: the launcher (torchrun with Batch's rendezvous) or plain ``python -m``."""
+    if not spec.distributed:
+        return [*spec.wrapper, *launch.entry_command(spec)]
+    return [
+        *spec.wrapper,
+        "python",
+        "-m",
+        LAUNCHER_MODULE,
+        f"--nodes={spec.nodes}",
+        f"--nproc-per-node={spec.nproc_per_node}",
+        f"--master-port={launch.MASTER_PORT}",
+        f"--module={spec.entry_point}",
+        "--",
+        *spec.args,
+    ]
+
+
+def container_overrides(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "command": node_command(spec),
+        "environment": [{"name": k, "value": v} for k, v in sorted(run_environment(spec).items())],
+    }
+
+
+def submit_request(
+    spec: JobSpec, *, job_name: str, job_queue: str, job_definition: str, tags: dict[str, str]
+) -> dict[str, Any]:
+    """The SubmitJob request: run-specific command and env as overrides, tags for finding the job again."""
+    request: dict[str, Any] = {
+        "jobName": job_name,
+        "jobQueue": job_queue,
+        "jobDefinition": job_definition,
+        "tags": dict(tags),
+        "propagateTags": True,
+    }
+    if spec.nodes > 1:
+        request["nodeOverrides"] = {
+            "nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": container_overrides(spec)}]
+        }
+    else:
+        request["containerOverrides"] = container_overrides(spec)
+    return request
+
+
+def _node_range(target: str, num_nodes: int) -> range:
+    start, sep, end = target.partition(":")
+    try:
+        first = int(start) if start else 0
+        last = (int(end) if end else num_nodes - 1) if sep else first
+    except ValueError:
+        raise BatchDefinitionError(f"targetNodes {target!r} is not of the form 'i', 'i:j', 'i:' or ':j'") from None
+    if not 0 <= first <= last < num_nodes:
+        raise BatchDefinitionError(f"targetNodes {target!r} is outside nodes 0..{num_nodes - 1}")
+    return range(first, last + 1)
+
+
+def validate_node_overrides(definition: dict[str, Any], request: dict[str, Any]) -> None:
+    """Reject a SubmitJob request whose node overrides do not fit the registered definition.
+
+    Batch fails such a job only after it was queued ("NodeOverride targets should match"); this says
+    what is wrong before submitting. Each override must target exactly one node range of the definition.
+    """
+    overrides = request.get("nodeOverrides")
+    if definition.get("type") != "multinode":
+        if overrides:
+            raise BatchDefinitionError("nodeOverrides given for a single-node (container) job definition")
+        return
+    if request.get("containerOverrides"):
+        raise BatchDefinitionError("a multinode job takes nodeOverrides, not containerOverrides")
+    props = definition["nodeProperties"]
+    num_nodes = int(props["numNodes"])
+    if overrides and overrides.get("numNodes") not in (None, num_nodes):
+        raise BatchDefinitionError(
+            f"nodeOverrides.numNodes={overrides['numNodes']} differs from the definition's numNodes={num_nodes}: "
+            "register a definition for that node count instead"
+        )
+    ranges = {r["targetNodes"]: _node_range(r["targetNodes"], num_nodes) for r in props["nodeRangeProperties"]}
+    covered = sorted(i for r in ranges.values() for i in r)
+    if covered != list(range(num_nodes)):
+        raise BatchDefinitionError(f"the definition's node ranges {sorted(ranges)} do not cover nodes once each")
+    seen: set[str] = set()
+    for override in (overrides or {}).get("nodePropertyOverrides", []):
+        target = override.get("targetNodes", "")
+        nodes = _node_range(target, num_nodes)
+        match = next((name for name, r in ranges.items() if r == nodes), None)
+        if match is None:
+            raise BatchDefinitionError(
+                f"node override targetNodes {target!r} matches none of the definition's node ranges "
+                f"{sorted(ranges)}; Batch would fail the job with 'NodeOverride targets should match'"
+            )
+        if match in seen:
+            raise BatchDefinitionError(f"two node overrides target the same node range {match!r}")
+        seen.add(match)
