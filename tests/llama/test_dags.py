@@ -171,6 +171,12 @@ def test_backfill_of_three_days_registers_three_versions_and_a_rerun_none(pretra
     # The test Airflow home outlives test sessions: drop the DAG's earlier runs and backfills (a backfill
     # skips dates that already have runs, and only one backfill per DAG may be active).
     subprocess.run([AIRFLOW, "dags", "delete", "trainium_llama_finetune", "--yes"], capture_output=True, timeout=300)
+    # Local compute remembers finished jobs by name (dag, task, run id): backfill run ids repeat across
+    # sessions, so forget this DAG's jobs from earlier sessions (they wrote to another artifact root).
+    from airflow_provider_trainium.compute.factory import local_state_dir
+
+    for stale in local_state_dir().glob("trainium_llama_finetune-*.json"):
+        stale.unlink()
     scheduler = Scheduler(tmp_path)
     try:
         scheduler.cli("dags", "reserialize")
