@@ -75,6 +75,7 @@ class _Node:
     index: int
     process: subprocess.Popen[str]
     processes_per_node: int
+    log_dir: Path | None = None
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=400))
     agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     rank_tails: dict[int, deque[str]] = field(default_factory=dict)
@@ -157,9 +158,12 @@ class LocalBackend(ComputeBackend):
         for index in range(spec.nodes):
             env = {**base_env, **batch_node_environment(spec.nodes, index, 0, "127.0.0.1")}
             command = node_command(spec, node_rank=index, master_addr="127.0.0.1", master_port=port, python=self.python)
+            log_dir = self.state_dir / "logs" / handle.job_id / f"node{index}"
             if spec.distributed:
                 at = command.index("torch.distributed.run") + 1
-                command.insert(at, "--tee=3")  # prefix every worker line with its local rank
+                # --tee prefixes every worker line with its local rank; the per-rank files under --log-dir
+                # keep the whole output, which the console tail may cut short when a rank fails.
+                command[at:at] = ["--tee=3", "--redirects=3", f"--log-dir={log_dir}"]
             process = subprocess.Popen(
                 command,
                 env=env,
@@ -170,7 +174,7 @@ class LocalBackend(ComputeBackend):
                 bufsize=1,
                 start_new_session=True,
             )
-            node = _Node(index, process, spec.nproc_per_node)
+            node = _Node(index, process, spec.nproc_per_node, log_dir)
             node.reader = threading.Thread(target=self._pump, args=(node, lines), daemon=True)
             node.reader.start()
             nodes.append(node)
@@ -292,13 +296,25 @@ class LocalBackend(ComputeBackend):
         if cause:
             rank, local_rank, exit_code = int(cause.group(1)), int(cause.group(2)), int(cause.group(3))
             where = f"node {failed.index} rank {rank}"
-            tail = list(failed.rank_tails.get(local_rank, tail))
+            tail = self._rank_log_tail(failed, local_rank) or list(failed.rank_tails.get(local_rank, tail))
         return JobStatus(
             JobState.FAILED,
             reason=f"{where} exited with code {exit_code}",
             exit_code=exit_code,
             log_tail=tuple(tail),
         )
+
+    @staticmethod
+    def _rank_log_tail(node: _Node, local_rank: int) -> list[str]:
+        """The rank's last stdout lines then its last stderr lines, from torchrun's per-rank log files."""
+        if node.log_dir is None:
+            return []
+        tail: list[str] = []
+        for stream in ("stdout", "stderr"):
+            for path in sorted(node.log_dir.glob(f"*/attempt_*/{local_rank}/{stream}.log")):
+                lines = path.read_text(errors="replace").splitlines()
+                tail.extend(lines[-TAIL_LINES // 2 :])
+        return tail[-TAIL_LINES:]
 
     def _kill_orphans(self, job_name: str) -> None:
         """Processes a previous try left behind (worker restart): stop them before starting again."""

@@ -8,7 +8,8 @@ from pathlib import Path
 failing_rank, exit_code, pid_dir = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 rank = int(os.environ.get("RANK", "0"))
 pid_dir.mkdir(parents=True, exist_ok=True)
-(pid_dir / f"{rank}.pid").write_text(str(os.getpid()))
+(pid_dir / f"{rank}.tmp").write_text(str(os.getpid()))
+(pid_dir / f"{rank}.tmp").rename(pid_dir / f"{rank}.pid")  # readers never see a half-written file
 if rank == failing_rank:
     for i in range(50):
         print(f"rank {rank} line {i}", flush=True)

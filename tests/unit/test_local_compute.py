@@ -61,7 +61,8 @@ def test_failing_rank_fails_the_job_with_its_own_last_lines_and_kills_the_rest(b
     assert status.state is JobState.FAILED
     assert status.exit_code == 65
     assert "node 1 rank 3" in status.reason
-    assert status.log_tail[-1] == "rank 3 gives up: bad record 42"
+    # torchrun tails a rank's stdout and stderr separately, so their relative order is not kept
+    assert "rank 3 gives up: bad record 42" in status.log_tail
     assert all("rank 3" in line for line in status.log_tail)
     for pid_file in pids.glob("*.pid"):
         assert not alive(int(pid_file.read_text())), f"rank {pid_file.stem} still running"
