@@ -146,10 +146,9 @@ class LocalBackend(ComputeBackend):
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
         self._kill_orphans(job_name)
+        requested_hash = spec.content_hash()  # what the operator asked for, before this machine's caps
         spec = self.local_spec(spec)
-        handle = JobHandle(
-            self.name, f"{job_name}-{uuid.uuid4().hex[:8]}", job_name, {"spec_hash": spec.content_hash()}
-        )
+        handle = JobHandle(self.name, f"{job_name}-{uuid.uuid4().hex[:8]}", job_name, {"spec_hash": requested_hash})
         port = free_port()
         base_env = {**os.environ, **job_environment(spec), "TRAINIUM_JOB_NAME": job_name}
         base_env["TRAINIUM_JOB_HASH"] = spec.content_hash()

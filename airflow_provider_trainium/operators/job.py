@@ -201,6 +201,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         """The job an earlier try (or a restarted worker) started, else a new one. Never a second copy."""
         handle = backend.find_existing(job_name, tags)
         status: JobStatus | None = None
+        earlier_hash = handle.details.get("spec_hash") if handle is not None else None
+        if handle is not None and earlier_hash not in (None, spec.content_hash()):
+            # Same task instance, different job (a run id reused after a reset, changed params): run it.
+            self.log.info("job %s ran a different spec; starting this one", handle.job_id)
+            handle = None
         if handle is not None:
             status = backend.status(handle)
             if status.state is JobState.SUCCEEDED:

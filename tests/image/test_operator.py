@@ -165,7 +165,7 @@ def test_image_already_in_ecr_is_returned_with_a_console_link(
     assert out["state"] == "success" and builder.calls == 0 and out["built"] is False
     uri = ecr.describe_repositories(repositoryNames=["trainium/train"])["repositories"][0]["repositoryUri"]
     assert (out["image"], out["tag"], out["digest"]) == (f"{uri}@{digest}", tag, digest)
-    link = EcrImageLink().format_link(**out["link"])
+    link = EcrImageLink.url(out["link"])
     assert link == (
         "https://console.aws.amazon.com/ecr/repositories/private/123456789012/trainium/train/_/image/"
         f"{digest}/details?region=us-east-1"

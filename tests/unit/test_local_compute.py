@@ -108,3 +108,11 @@ def test_orphans_of_a_previous_worker_are_stopped_before_a_new_try(tmp_path):
 def test_processes_per_node_are_capped_on_this_machine(backend):
     big = JobSpec(name="t", entry_point="x.y", instance_type="trn1.32xlarge")
     assert backend.local_spec(big).nproc_per_node == 2
+
+
+def test_a_succeeded_job_is_remembered_with_the_spec_it_ran(backend, tmp_path):
+    spec = JobSpec(name="t", entry_point="tests.jobs.report_env", args=(str(tmp_path / "o"),), distributed=False)
+    handle, status, _ = run(backend, spec)
+    assert status.state is JobState.SUCCEEDED
+    found = backend.find_existing("job-1", {})
+    assert found.details["spec_hash"] == spec.content_hash()  # the operator reruns when this differs
