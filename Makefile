@@ -11,7 +11,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint lock venv airflow-home clean bench-parse bench-mnist bench-batch
+.PHONY: demo test lint lock venv airflow-home clean bench-parse bench-mnist bench-batch bench-llama
 
 venv: $(VENV)/.installed
 
@@ -57,3 +57,6 @@ bench-mnist: venv
 # DescribeJobs calls per poll interval for K waiting Batch jobs: our shared poller vs the amazon trigger.
 bench-batch: venv
 	$(BIN)/python -m benchmarks.batch_polling
+
+bench-llama: venv
+	$(BIN)/python benchmarks/llama_tokens.py
