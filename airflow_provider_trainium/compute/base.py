@@ -6,6 +6,7 @@ cancel it, and (for remote backends) hand a trigger to the triggerer while it ru
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -57,6 +58,27 @@ class JobStatus:
     reason: str = ""
     exit_code: int | None = None
     log_tail: tuple[str, ...] = ()
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> JobStatus:
+        """The status a trigger's terminal event carries (see the event shape in ``NeuronJobOperator``)."""
+        return cls(
+            JobState(event["state"]),
+            reason=event.get("reason", ""),
+            exit_code=event.get("exit_code"),
+            log_tail=tuple(event.get("log_tail") or ()),
+        )
+
+
+def run_trigger_in_worker(trigger: Any) -> JobStatus:
+    """Run a trigger's loop in this process up to its one event: the worker-side wait of remote backends."""
+
+    async def first_event() -> dict[str, Any]:
+        async for event in trigger.run():
+            return dict(event.payload)
+        raise RuntimeError(f"{type(trigger).__name__} ended without an event")
+
+    return JobStatus.from_event(asyncio.run(first_event()))
 
 
 class JobFailedError(RuntimeError):

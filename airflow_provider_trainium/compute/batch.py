@@ -8,13 +8,19 @@ again; a job that succeeded is not rerun.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.compute import batch_definitions as defs
-from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus, LogSink
+from airflow_provider_trainium.compute.base import (
+    ComputeBackend,
+    JobHandle,
+    JobState,
+    JobStatus,
+    LogSink,
+    run_trigger_in_worker,
+)
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -159,18 +165,7 @@ class BatchBackend(ComputeBackend):
         trigger = self.trigger(handle, time.time() + timeout_seconds)
         trigger.log_sink = log
 
-        async def first_event() -> dict[str, Any]:
-            async for event in trigger.run():
-                return dict(event.payload)
-            raise RuntimeError("the Batch trigger ended without an event")
-
-        event = asyncio.run(first_event())
-        return JobStatus(
-            JobState(event["state"]),
-            reason=event["reason"],
-            exit_code=event["exit_code"],
-            log_tail=tuple(event["log_tail"]),
-        )
+        return run_trigger_in_worker(trigger)
 
 
 def _tagged(job: dict[str, Any], tags: dict[str, str]) -> bool:

@@ -10,7 +10,6 @@ settings, the spec (one node, an image, overrides within limits) and the cluster
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from functools import cached_property
@@ -18,7 +17,14 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus, LogSink
+from airflow_provider_trainium.compute.base import (
+    ComputeBackend,
+    JobHandle,
+    JobState,
+    JobStatus,
+    LogSink,
+    run_trigger_in_worker,
+)
 from airflow_provider_trainium.compute.ecs_definitions import (
     MAX_OVERRIDES_CHARS,
     EcsTaskSettings,
@@ -237,15 +243,4 @@ class EcsBackend(ComputeBackend):
         trigger = self.trigger(handle, time.time() + timeout_seconds)
         trigger.emit = log
 
-        async def first_event() -> dict[str, Any]:
-            async for event in trigger.run():
-                return event.payload
-            raise RuntimeError("the ECS trigger ended without an event")
-
-        event = asyncio.run(first_event())
-        return JobStatus(
-            JobState(event["state"]),
-            reason=event["reason"],
-            exit_code=event["exit_code"],
-            log_tail=tuple(event["log_tail"]),
-        )
+        return run_trigger_in_worker(trigger)

@@ -307,12 +307,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         handle = JobHandle.from_dict(event["handle"])
         if event.get("log_streams"):
             self.remember(context, handle, event["log_streams"])
-        status = JobStatus(
-            JobState(event["state"]),
-            reason=event.get("reason", ""),
-            exit_code=event.get("exit_code"),
-            log_tail=tuple(event.get("log_tail") or ()),
-        )
+        status = JobStatus.from_event(event)
         from airflow_provider_trainium.compute.factory import resolve_compute
 
         config = TrainiumHook(self.trainium_conn_id).get_config()
