@@ -20,6 +20,7 @@ from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.params import layout_params
 
 MODEL_NAME = "llama-finetune"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
@@ -73,13 +74,7 @@ with DAG(
     tags=["trainium", "llama"],
     default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     params={
-        "compute": Param(
-            "auto",
-            enum=["auto", "local", "ecs", "batch"],
-            description="auto: local without a trainium_default connection, ECS for 1 node, Batch for more",
-        ),
-        "instance_type": Param("trn1.2xlarge", enum=sorted(CATALOG)),
-        "nodes": Param(1, type="integer", minimum=1, maximum=64),
+        **layout_params(),
         "tensor_parallel_size": Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32]),
         "base_model": Param(
             "llama-pretrain@latest",

@@ -23,6 +23,7 @@ from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.params import layout_params
 
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b"]
@@ -78,13 +79,7 @@ with DAG(
     tags=["trainium", "llama"],
     default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     params={
-        "compute": Param(
-            "auto",
-            enum=["auto", "local", "ecs", "batch"],
-            description="auto: local without a trainium_default connection, ECS for 1 node, Batch for more",
-        ),
-        "instance_type": Param("trn1.2xlarge", enum=sorted(CATALOG)),
-        "nodes": Param(1, type="integer", minimum=1, maximum=64),
+        **layout_params(),
         "tensor_parallel_size": Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32]),
         "preset": Param("tiny", enum=PRESETS),
         "max_steps": Param(60, type="integer", minimum=1, maximum=1_000_000),

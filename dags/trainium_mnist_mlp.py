@@ -10,11 +10,11 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param, task
 
-from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.params import layout_params
 
 DATA_URI = "{{ ti.xcom_pull(task_ids='prepare_data') }}"
 TRAIN_ARGS = [
@@ -41,13 +41,7 @@ with DAG(
     tags=["trainium", "example"],
     default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     params={
-        "compute": Param(
-            "auto",
-            enum=["auto", "local", "ecs", "batch"],
-            description="auto: local without a trainium_default connection, ECS for 1 node, Batch for more",
-        ),
-        "instance_type": Param("trn1.2xlarge", enum=sorted(CATALOG)),
-        "nodes": Param(1, type="integer", minimum=1, maximum=64),
+        **layout_params(),
         "epochs": Param(5, type="integer", minimum=1, maximum=100),
         "batch_size": Param(32, type="integer", minimum=1, maximum=4096, description="per NeuronCore"),
         "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=10),
