@@ -164,7 +164,6 @@ class BatchBackend(ComputeBackend):
         """The worker-side wait (non-deferrable tasks): the trigger's own loop, run to its one event."""
         trigger = self.trigger(handle, time.time() + timeout_seconds)
         trigger.log_sink = log
-
         return run_trigger_in_worker(trigger)
 
 

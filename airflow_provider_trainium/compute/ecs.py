@@ -242,5 +242,4 @@ class EcsBackend(ComputeBackend):
         """The worker path: run the trigger's loop here, its log lines going to ``log``."""
         trigger = self.trigger(handle, time.time() + timeout_seconds)
         trigger.emit = log
-
         return run_trigger_in_worker(trigger)
