@@ -15,11 +15,13 @@ export TOKENIZERS_PARALLELISM := false
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+# Every download is checked against the hashes in the locks: pip installs uv from requirements-uv.lock,
+# uv installs the environment from requirements.lock with --require-hashes.
+$(VENV)/.installed: pyproject.toml requirements.lock requirements-uv.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.9
-	$(BIN)/uv pip install -q -p $(BIN)/python --compile-bytecode -r requirements.lock
-	$(BIN)/uv pip install -q -p $(BIN)/python --no-deps --config-settings editable_mode=compat -e .
+	$(BIN)/python -m pip install -q --disable-pip-version-check --require-hashes -r requirements-uv.lock
+	$(BIN)/uv pip install -q -p $(BIN)/python --compile-bytecode --require-hashes -r requirements.lock
+	$(BIN)/uv pip install -q -p $(BIN)/python --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	touch $@
 
 airflow-home: $(AIRFLOW_HOME)/.migrated
@@ -40,10 +42,14 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Regenerate the lock after changing dependencies in pyproject.toml.
+# Regenerate the locks after changing dependencies in pyproject.toml, docker/requirements.in or
+# docker/neuron-versions.toml (tests/image/test_pins.py fails until they agree). Every pin carries its hashes.
+UV ?= $(shell command -v uv 2>/dev/null || echo $(BIN)/uv)
+UV_COMPILE = $(UV) pip compile --no-header --generate-hashes --python-platform x86_64-manylinux_2_28
 lock:
-	uv pip compile pyproject.toml --extra trainer --extra dev -p 3.11 \
-	  --python-platform x86_64-manylinux_2_28 --no-header -o requirements.lock
+	$(UV_COMPILE) pyproject.toml --extra trainer --extra dev -p 3.11 -o requirements.lock
+	echo "uv==0.13.9" | $(UV_COMPILE) - -p 3.11 -o requirements-uv.lock
+	$(UV_COMPILE) docker/requirements.in -c docker/requirements-base.txt -p 3.12 -o docker/requirements.txt
 
 clean:
 	rm -rf $(VENV) $(AIRFLOW_HOME)
