@@ -55,12 +55,9 @@ def read_pins(path: Path) -> dict[str, Pin]:
 
 
 def requirement_names(path: Path) -> set[str]:
-    names = set()
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line and not line.startswith("-"):
-            names.add(canonical(re.match(r"[A-Za-z0-9_.\-]+", line)[0]))
-    return names
+    """Project names a requirements input file asks for, whatever their specifier."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return {canonical(match[0]) for line in lines if (match := re.match(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", line))}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +87,8 @@ def build_args(instructions: list[tuple[str, str]]) -> dict[str, str]:
 def trainer_extra() -> dict[str, str]:
     """The ``trainer`` extra of pyproject.toml: canonical name -> the specifier text after the name."""
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trainer"]
-    return {canonical(re.match(r"[A-Za-z0-9_.\-]+", req)[0]): req[len(re.match(r"[A-Za-z0-9_.\-]+", req)[0]) :] for req in extra}
+    split = [re.match(r"([A-Za-z0-9_.\-]+)(.*)", req) for req in extra]
+    return {canonical(match[1]): match[2] for match in split if match}
 
 
 def test_every_pin_names_its_source(versions: dict[str, Any]) -> None:
