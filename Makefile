@@ -45,11 +45,11 @@ lint: venv
 # Regenerate the locks after changing dependencies in pyproject.toml, docker/requirements.in or
 # docker/neuron-versions.toml (tests/image/test_pins.py fails until they agree). Every pin carries its hashes.
 UV ?= $(shell command -v uv 2>/dev/null || echo $(BIN)/uv)
-UV_COMPILE = $(UV) pip compile --no-header --generate-hashes --python-platform x86_64-manylinux_2_28
+UV_COMPILE = $(UV) pip compile --no-python-downloads --no-header --generate-hashes --python-platform x86_64-manylinux_2_28
 lock:
 	$(UV_COMPILE) pyproject.toml --extra trainer --extra dev -p 3.11 -o requirements.lock
 	echo "uv==0.13.9" | $(UV_COMPILE) - -p 3.11 -o requirements-uv.lock
-	$(UV_COMPILE) docker/requirements.in -c docker/requirements-base.txt -p 3.12 -o docker/requirements.txt
+	$(UV_COMPILE) docker/requirements.in -c docker/requirements-base.txt --python-version 3.12 -o docker/requirements.txt
 
 clean:
 	rm -rf $(VENV) $(AIRFLOW_HOME)
