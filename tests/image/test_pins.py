@@ -188,3 +188,29 @@ def test_make_venv_enforces_the_hashes() -> None:
     recipe = makefile[makefile.index("$(VENV)/.installed:") :].split("\n\n", 1)[0]
     installs = [line for line in recipe.splitlines() if "install" in line and " -r " in line]
     assert len(installs) == 2 and all("--require-hashes" in line for line in installs), installs
+
+
+# What neuronx-distributed imports from transformers, transcribed from its sources at
+# github.com/aws-neuron/neuronx-distributed commit fbac349b (Release 2.29, the newest tag there; the image's
+# 0.19.28093 ships with Neuron 2.30): pipeline/trace.py, modules/lora/{layer,model}.py, trainer/trainer.py,
+# utils/{adamw_fp32_optim_params,model_utils,sampling}.py. transformers 5 removed transformers.utils.fx.
+NXD_TRANSFORMERS_IMPORTS = [
+    ("transformers.utils.fx", "HFTracer"),
+    ("transformers.pytorch_utils", "Conv1D"),
+    ("transformers.trainer_pt_utils", "get_module_class_from_name"),
+    ("transformers.utils.versions", "require_version"),
+    ("transformers", "PreTrainedModel"),
+    ("transformers", "PretrainedConfig"),
+]
+
+
+def test_the_locked_transformers_has_every_name_neuronx_distributed_imports() -> None:
+    import importlib
+
+    missing = []
+    for module, name in NXD_TRANSFORMERS_IMPORTS:
+        try:
+            getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as error:
+            missing.append(f"{module}.{name}: {error}")
+    assert not missing, missing
