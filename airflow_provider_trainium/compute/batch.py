@@ -89,10 +89,10 @@ class BatchBackend(ComputeBackend):
 
     def check(self, spec: JobSpec) -> dict[str, Any]:
         """Everything that can be wrong with ``spec`` on Batch, raised before any API call; the definition."""
+        definition = defs.build_job_definition(spec, self.settings)
         problem = remote_storage_problem(spec, self.config.artifact_root, self.name)
         if problem:
             raise BatchInputError(problem)
-        definition = defs.build_job_definition(spec, self.settings)
         self.job_queue(spec.instance_type)
         return definition
 
