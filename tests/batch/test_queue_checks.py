@@ -51,8 +51,13 @@ def managed_queue(batch_env: Any, aws_conn_id: str, name: str, resource_type: st
     if resource_type == "SPOT":
         resources["bidPercentage"] = 100
         resources["spotIamFleetRole"] = role
+    service = iam.create_role(RoleName=f"{name}-service", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     env = batch_env.batch.create_compute_environment(
-        computeEnvironmentName=f"{name}-env", type="MANAGED", state="ENABLED", computeResources=resources
+        computeEnvironmentName=f"{name}-env",
+        type="MANAGED",
+        state="ENABLED",
+        computeResources=resources,
+        serviceRole=service,
     )
     batch_env.batch.create_job_queue(
         jobQueueName=name,

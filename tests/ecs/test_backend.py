@@ -187,6 +187,6 @@ def test_a_location_the_container_cannot_reach_fails_before_any_call(ecs_world, 
     ecs_world.add_instance("trn1.2xlarge")
     ecs, counter = backend(ecs_world, **config)
     with pytest.raises(EcsInputError, match="is not an s3:// URI") as refused:
-        ecs.submit(spec(output_uri="s3://bucket/runs/1", **changes), *ids())
+        ecs.submit(spec(**{"output_uri": "s3://bucket/runs/1", **changes}), *ids())
     assert named in str(refused.value) and "compute='ecs' runs the job on AWS" in str(refused.value)
     assert counter.calls == []
