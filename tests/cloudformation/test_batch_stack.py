@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from tests.cloudformation.conftest import load_template
-
 BATCH_PREFIXES = ("Trn1", "Trn1n", "Trn2")
 
 
@@ -46,9 +44,9 @@ def failed_rules(template: dict[str, Any], **given: str) -> list[str]:
     return failed
 
 
-@pytest.fixture(scope="module")
-def batch() -> dict[str, Any]:
-    return load_template("batch")
+@pytest.fixture
+def batch(templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return templates["batch"]
 
 
 @pytest.mark.parametrize("max_nodes", ["2", "4", "64"])
@@ -105,7 +103,7 @@ def test_user_data_scripts_parse(batch, part):
     assert done.returncode == 0, done.stderr
 
 
-def test_ecs_instances_block_imds_for_awsvpc_tasks():
-    ecs = load_template("ecs")
+def test_ecs_instances_block_imds_for_awsvpc_tasks(templates):
+    ecs = templates["ecs"]
     user_data = ecs["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"]["UserData"]
     assert "ECS_AWSVPC_BLOCK_IMDS=true" in user_data["Fn::Base64"]["Fn::Sub"]

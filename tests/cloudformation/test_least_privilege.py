@@ -7,17 +7,15 @@ from typing import Any
 
 import pytest
 
-from tests.cloudformation.conftest import load_template
-
 #: Where jobs write, found in the DAGs and operators: run outputs, checkpoints, the compile cache, data, llama/*.
 JOB_PREFIXES = ("runs", "checkpoints", "compile-cache", "data", "llama")
 #: Written by the Airflow principal only.
 AIRFLOW_ONLY_PREFIXES = ("models", "image-contexts")
 
 
-@pytest.fixture(scope="module")
-def base() -> dict[str, Any]:
-    return load_template("base")
+@pytest.fixture
+def base(templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return templates["base"]
 
 
 def statements(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
