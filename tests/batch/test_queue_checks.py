@@ -103,18 +103,18 @@ def test_a_queue_batch_does_not_know_is_named(batch_env):
     assert counter["SubmitJob"] == 0
 
 
-@pytest.mark.parametrize(
-    ("config", "changes", "named"),
-    [
-        ({"artifact_root": "file:///srv/airflow/trainium"}, {}, "artifact_root (trainium connection) 'file:///srv"),
-        ({}, {"output_uri": "file:///home/airflow/runs/1"}, "output_uri 'file:///home/airflow/runs/1'"),
-        ({}, {"checkpoint_uri": "file:///tmp/ckpt"}, "checkpoint_uri 'file:///tmp/ckpt'"),
-        ({}, {"env": {"TRAINIUM_COMPILE_CACHE_URI": "/var/cache"}}, "env TRAINIUM_COMPILE_CACHE_URI '/var/cache'"),
-    ],
-)
-def test_a_location_the_nodes_cannot_reach_fails_before_any_call(batch_env, config, changes, named):
-    backend, counter = backend_on(batch_env, batch_env.queue, **config)
-    with pytest.raises(BatchInputError, match="is not an s3:// URI") as refused:
-        backend.submit(spec(nodes=2, **changes), "job-a", TAGS)
-    assert named in str(refused.value) and "compute='batch' runs the job on AWS" in str(refused.value)
-    assert counter.calls == {}
+UNREACHABLE = [
+    ({"artifact_root": "file:///srv/airflow/trainium"}, {}, "artifact_root (trainium connection) 'file:///srv"),
+    ({}, {"output_uri": "file:///home/airflow/runs/1"}, "output_uri 'file:///home/airflow/runs/1'"),
+    ({}, {"checkpoint_uri": "file:///tmp/ckpt"}, "checkpoint_uri 'file:///tmp/ckpt'"),
+    ({}, {"env": {"TRAINIUM_COMPILE_CACHE_URI": "/var/cache"}}, "env TRAINIUM_COMPILE_CACHE_URI '/var/cache'"),
+]
+
+
+def test_a_location_the_nodes_cannot_reach_fails_before_any_call(batch_env):
+    for config, changes, named in UNREACHABLE:
+        backend, counter = backend_on(batch_env, batch_env.queue, **config)
+        with pytest.raises(BatchInputError, match="is not an s3:// URI") as refused:
+            backend.submit(spec(nodes=2, **changes), "job-a", TAGS)
+        assert named in str(refused.value) and "compute='batch' runs the job on AWS" in str(refused.value)
+        assert counter.calls == {}
