@@ -12,6 +12,8 @@ import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from airflow_provider_trainium.compute import batch_definitions as defs
 from airflow_provider_trainium.compute.base import (
     ComputeBackend,
@@ -21,12 +23,21 @@ from airflow_provider_trainium.compute.base import (
     LogSink,
     run_trigger_in_worker,
 )
+from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
     from airflow_provider_trainium.triggers.batch import BatchJobTrigger
+
+
+#: Compute resource types on which AWS Batch runs no multi-node parallel job.
+SPOT_TYPES = frozenset({"SPOT", "FARGATE_SPOT"})
+
+
+class BatchInputError(AirflowFailException, ValueError):
+    """A job Batch must not be sent (wrong storage, wrong queue): fails the task before anything is paid for."""
 
 
 class BatchBackend(ComputeBackend):
@@ -79,8 +90,37 @@ class BatchBackend(ComputeBackend):
     def check(self, spec: JobSpec) -> dict[str, Any]:
         """Everything that can be wrong with ``spec`` on Batch, raised before any API call; the definition."""
         definition = defs.build_job_definition(spec, self.settings)
+        problem = remote_storage_problem(spec, self.config.artifact_root, self.name)
+        if problem:
+            raise BatchInputError(problem)
         self.job_queue(spec.instance_type)
         return definition
+
+    def check_queue(self, queue: str, spec: JobSpec) -> None:
+        """Refuse a multi-node job for a queue with a Spot compute environment, before SubmitJob.
+
+        Batch does not run multi-node parallel jobs on Spot compute environments; such a job would only wait
+        in RUNNABLE. DescribeJobQueues and DescribeComputeEnvironments cost nothing.
+        """
+        if spec.nodes < 2:
+            return
+        client = self.hook.client
+        queues = client.describe_job_queues(jobQueues=[queue]).get("jobQueues", [])
+        if not queues:
+            raise BatchInputError(f"AWS Batch has no job queue {queue!r} (batch_job_queues of the trainium connection)")
+        arns = [o["computeEnvironment"] for o in queues[0].get("computeEnvironmentOrder", [])]
+        environments = client.describe_compute_environments(computeEnvironments=arns).get("computeEnvironments", [])
+        spot = sorted(
+            env["computeEnvironmentName"]
+            for env in environments
+            if (env.get("computeResources") or {}).get("type") in SPOT_TYPES
+        )
+        if spot:
+            raise BatchInputError(
+                f"job queue {queue!r} runs on Spot compute environment(s) {', '.join(spot)}, and AWS Batch does not "
+                f"run multi-node parallel jobs on Spot: this {spec.nodes}-node {spec.instance_type} job would never "
+                "start. Point batch_job_queues at an on-demand queue (the Batch stack with PurchaseOption on-demand)"
+            )
 
     def register_definition(self, definition: dict[str, Any]) -> str:
         """The ARN of an ACTIVE definition with this (content-hash) name, registering it if there is none."""
@@ -96,6 +136,7 @@ class BatchBackend(ComputeBackend):
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
         definition = self.check(spec)
         queue = self.job_queue(spec.instance_type)
+        self.check_queue(queue, spec)
         request = defs.submit_request(
             spec, job_name=job_name, job_queue=queue, job_definition=definition["jobDefinitionName"], tags=tags
         )

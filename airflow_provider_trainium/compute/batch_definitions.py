@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_trainium.neuron import launch
-from airflow_provider_trainium.neuron.catalog import InstanceType
+from airflow_provider_trainium.neuron import container, launch
+from airflow_provider_trainium.neuron.container import ContainerShape
 from airflow_provider_trainium.neuron.spec import JobSpec
 
-#: vCPUs and memory left to the ECS agent and the OS; the rest goes to the training container.
-RESERVED_VCPUS = 4
-MEMORY_FRACTION = 0.9
-#: /dev/shm for data loaders and the Neuron runtime: an eighth of host memory, at most 64 GiB.
-MAX_SHARED_MEMORY_MIB = 64 * 1024
-NOFILE_LIMIT = 65535
 #: Batch retries a job itself only when its host went away (spot reclaim, EC2 failure); Airflow retries the rest.
 HOST_RETRY_ATTEMPTS = 3
 DEFINITION_PREFIX = "trainium"
@@ -46,21 +40,16 @@ class BatchSettings:
     host_retry_attempts: int = HOST_RETRY_ATTEMPTS
 
 
-def device_mappings(instance: InstanceType, nodes: int) -> list[dict[str, Any]]:
-    """``/dev/neuronN`` read/write for each chip; ``/dev/infiniband/uverbsN`` for each EFA interface when multi-node."""
-    devices = [
-        {"hostPath": path, "containerPath": path, "permissions": ["READ", "WRITE"]} for path in instance.neuron_devices
+def device_mappings(shape: ContainerShape) -> list[dict[str, Any]]:
+    """The shape's devices in Batch's words (upper-case permissions; MKNOD for the EFA uverbs devices)."""
+    return [
+        {
+            "hostPath": d.path,
+            "containerPath": d.path,
+            "permissions": ["READ", "WRITE", "MKNOD"] if d.mknod else ["READ", "WRITE"],
+        }
+        for d in shape.devices
     ]
-    if nodes > 1:
-        devices += [
-            {"hostPath": path, "containerPath": path, "permissions": ["READ", "WRITE", "MKNOD"]}
-            for path in instance.efa_devices
-        ]
-    return devices
-
-
-def shared_memory_mib(instance: InstanceType) -> int:
-    return min(instance.memory_gib * 1024 // 8, MAX_SHARED_MEMORY_MIB)
 
 
 def retry_strategy(attempts: int) -> dict[str, Any]:
@@ -90,47 +79,48 @@ def log_configuration(settings: BatchSettings) -> dict[str, Any] | None:
 
 def preset_environment(spec: JobSpec) -> dict[str, str]:
     """The Neuron/EFA presets every run of this layout shares (the spec's own env goes in the overrides)."""
-    stable = replace(spec, env={}, checkpoint_uri=None, output_uri=None)
-    return launch.job_environment(stable)
+    return container.layout_environment(spec)
 
 
 def run_environment(spec: JobSpec) -> dict[str, str]:
     """Per-run variables: what :func:`launch.job_environment` adds on top of the presets."""
-    presets = preset_environment(spec)
-    return {k: v for k, v in launch.job_environment(spec).items() if presets.get(k) != v}
+    return container.run_environment(spec)
 
 
 def container_properties(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
-    instance = spec.instance
-    container: dict[str, Any] = {
+    """The spec's :class:`ContainerShape` in Batch's words.
+
+    ``instanceType`` is set for multi-node jobs only: the Batch API reference (ContainerProperties) says it
+    isn't applicable to single-node container jobs and shouldn't be provided for them.
+    """
+    shape = container.spec_shape(spec)
+    props: dict[str, Any] = {
         "image": spec.image,
-        "instanceType": instance.name,
         "resourceRequirements": [
-            {"type": "VCPU", "value": str(instance.vcpus - RESERVED_VCPUS)},
-            {"type": "MEMORY", "value": str(int(instance.memory_gib * 1024 * MEMORY_FRACTION))},
+            {"type": "VCPU", "value": str(shape.vcpus)},
+            {"type": "MEMORY", "value": str(shape.memory_mib)},
         ],
         "linuxParameters": {
-            "devices": device_mappings(instance, spec.nodes),
-            "sharedMemorySize": shared_memory_mib(instance),
+            "devices": device_mappings(shape),
+            "sharedMemorySize": shape.shared_memory_mib,
             "initProcessEnabled": True,
         },
-        "ulimits": [
-            {"name": "memlock", "softLimit": -1, "hardLimit": -1},
-            {"name": "nofile", "softLimit": NOFILE_LIMIT, "hardLimit": NOFILE_LIMIT},
-        ],
+        "ulimits": [{"name": u.name, "softLimit": u.soft, "hardLimit": u.hard} for u in shape.ulimits],
         "environment": [{"name": k, "value": v} for k, v in sorted(preset_environment(spec).items())],
-        # Batch has no per-capability field: IPC_LOCK only comes with privileged mode. The unlimited memlock
-        # above is what EFA's memory registration needs; ``privileged`` is an opt-in on the backend.
+        # Batch has no per-capability field: the shape's IPC_LOCK only comes with privileged mode. The
+        # unlimited memlock above is what EFA's memory registration needs; ``privileged`` is an opt-in.
         "privileged": settings.privileged,
     }
+    if spec.nodes > 1:
+        props["instanceType"] = shape.instance_type
     logs = log_configuration(settings)
     if logs:
-        container["logConfiguration"] = logs
+        props["logConfiguration"] = logs
     if settings.job_role_arn:
-        container["jobRoleArn"] = settings.job_role_arn
+        props["jobRoleArn"] = settings.job_role_arn
     if settings.execution_role_arn:
-        container["executionRoleArn"] = settings.execution_role_arn
-    return container
+        props["executionRoleArn"] = settings.execution_role_arn
+    return props
 
 
 def definition_body(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
@@ -145,7 +135,7 @@ def definition_body(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
         )
     if problems:
         raise BatchDefinitionError("cannot build a Batch job definition: " + "; ".join(problems))
-    container = container_properties(spec, settings)
+    props = container_properties(spec, settings)
     body: dict[str, Any] = {
         "retryStrategy": retry_strategy(settings.host_retry_attempts),
         "timeout": {"attemptDurationSeconds": spec.timeout_seconds},
@@ -157,11 +147,11 @@ def definition_body(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
         body["nodeProperties"] = {
             "numNodes": spec.nodes,
             "mainNode": 0,
-            "nodeRangeProperties": [{"targetNodes": "0:", "container": container}],
+            "nodeRangeProperties": [{"targetNodes": "0:", "container": props}],
         }
     else:
         body["type"] = "container"
-        body["containerProperties"] = container
+        body["containerProperties"] = props
     return body
 
 

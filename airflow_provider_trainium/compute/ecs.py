@@ -34,6 +34,7 @@ from airflow_provider_trainium.compute.ecs_definitions import (
     task_definition,
 )
 from airflow_provider_trainium.compute.ecs_status import STOPPED, task_id, task_status
+from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -108,6 +109,9 @@ class EcsBackend(ComputeBackend):
             )
         if not spec.image:
             problems.append("no image: set the operator's image or the trainium connection's image")
+        storage = remote_storage_problem(spec, self.config.artifact_root, self.name)
+        if storage:
+            problems.append(storage)
         if not problems:
             size = overrides_size(container_overrides(spec))
             if size > MAX_OVERRIDES_CHARS:

@@ -1,9 +1,8 @@
 """ECS task definitions and RunTask overrides for Trainium, built from a job spec without calling AWS.
 
-ECS has no Neuron resource type: the task maps every ``/dev/neuronN`` of the instance type, adds
-``IPC_LOCK`` with an unlimited memlock ulimit (the Neuron runtime pins host memory for DMA), and is
-pinned to the instance type by a placement constraint. One task owns the whole instance, so CPU and
-memory are the instance's minus what the ECS agent, Docker and the OS keep.
+Devices, CPU, memory, shared memory, ulimits and capabilities are the instance type's
+:class:`~airflow_provider_trainium.neuron.container.ContainerShape`, the same one Batch renders; here it is
+only written in ECS's field names. The task is pinned to the instance type by a placement constraint.
 
 What changes per job (command, job environment) travels in the RunTask overrides, so the task
 definition depends only on the instance type, image, roles and log group. Its family is named by a
@@ -18,21 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_trainium.neuron.catalog import InstanceType, get_instance_type
+from airflow_provider_trainium.neuron.container import ContainerShape, container_shape
 from airflow_provider_trainium.neuron.launch import BASE_ENV, job_environment, node_command
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 CONTAINER_NAME = "trainer"
 LOG_STREAM_PREFIX = "trainium"
 FAMILY_PREFIX = "trainium"
-#: CPU units left to the ECS agent, Docker and the Neuron monitor (1024 units = one vCPU).
-AGENT_CPU_UNITS = 1024
-#: Memory left to the OS and the agent: the larger of this share of the instance and the floor below.
-#: ECS registers what the kernel reports (a little under the nominal size), so asking for all of it
-#: would never place.
-MEMORY_HEADROOM_FRACTION = 0.05
-MEMORY_HEADROOM_MIN_MIB = 2048
-#: /dev/shm for data loader workers and the XLA runtime: one eighth of the instance memory.
-SHARED_MEMORY_FRACTION = 8
 #: Seconds between SIGTERM and SIGKILL when a task is stopped (the EC2 maximum): time to flush a checkpoint.
 STOP_TIMEOUT_SECONDS = 120
 #: AWS caps the RunTask ``overrides`` document at 8192 characters.
@@ -50,23 +41,9 @@ class EcsTaskSettings:
     task_role_arn: str | None = None
 
 
-def task_cpu_units(instance: InstanceType) -> int:
-    return instance.vcpus * 1024 - AGENT_CPU_UNITS
-
-
-def task_memory_mib(instance: InstanceType) -> int:
-    """Instance memory minus headroom, rounded down to whole GiB."""
-    total = instance.memory_gib * 1024
-    headroom = max(MEMORY_HEADROOM_MIN_MIB, int(total * MEMORY_HEADROOM_FRACTION))
-    return (total - headroom) // 1024 * 1024
-
-
-def shared_memory_mib(instance: InstanceType) -> int:
-    return instance.memory_gib * 1024 // SHARED_MEMORY_FRACTION
-
-
 def instance_environment(instance: InstanceType) -> dict[str, str]:
-    """Environment every job on this instance type gets; the rest of the job's env goes in overrides."""
+    """The part of :func:`launch.job_environment` every job on this instance type gets (the launch presets);
+    the rest of the job's env goes in the overrides, so definition plus overrides is exactly that env."""
     return {**BASE_ENV, "TRAINIUM_INSTANCE_TYPE": instance.name}
 
 
@@ -74,27 +51,38 @@ def _name_values(env: dict[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": env[k]} for k in sorted(env)]
 
 
+def linux_parameters(shape: ContainerShape) -> dict[str, Any]:
+    """The shape in ECS's words: lower-case device permissions, capabilities, shared memory."""
+    return {
+        "devices": [
+            {
+                "hostPath": d.path,
+                "containerPath": d.path,
+                "permissions": ["read", "write", "mknod"] if d.mknod else ["read", "write"],
+            }
+            for d in shape.devices
+        ],
+        "capabilities": {"add": list(shape.capabilities)},
+        "sharedMemorySize": shape.shared_memory_mib,
+        "initProcessEnabled": True,
+    }
+
+
+def ulimits(shape: ContainerShape) -> list[dict[str, Any]]:
+    return [{"name": u.name, "softLimit": u.soft, "hardLimit": u.hard} for u in shape.ulimits]
+
+
 def container_definition(instance: InstanceType, settings: EcsTaskSettings) -> dict[str, Any]:
+    shape = container_shape(instance.name)
     return {
         "name": CONTAINER_NAME,
         "image": settings.image,
         "essential": True,
-        "cpu": task_cpu_units(instance),
-        "memory": task_memory_mib(instance),
+        "cpu": shape.cpu_units,
+        "memory": shape.memory_mib,
         "environment": _name_values(instance_environment(instance)),
-        "linuxParameters": {
-            "devices": [
-                {"hostPath": path, "containerPath": path, "permissions": ["read", "write"]}
-                for path in instance.neuron_devices
-            ],
-            "capabilities": {"add": ["IPC_LOCK"]},
-            "sharedMemorySize": shared_memory_mib(instance),
-            "initProcessEnabled": True,
-        },
-        "ulimits": [
-            {"name": "memlock", "softLimit": -1, "hardLimit": -1},
-            {"name": "nofile", "softLimit": 65535, "hardLimit": 65535},
-        ],
+        "linuxParameters": linux_parameters(shape),
+        "ulimits": ulimits(shape),
         "stopTimeout": STOP_TIMEOUT_SECONDS,
         "logConfiguration": {
             "logDriver": "awslogs",
@@ -115,11 +103,12 @@ def content_hash(body: dict[str, Any], length: int = 12) -> str:
 def task_definition(instance_type: str, settings: EcsTaskSettings) -> dict[str, Any]:
     """RegisterTaskDefinition arguments for ``instance_type``, ``family`` included."""
     instance = get_instance_type(instance_type)
+    shape = container_shape(instance.name)
     body: dict[str, Any] = {
         "requiresCompatibilities": ["EC2"],
         "networkMode": "awsvpc",
-        "cpu": str(task_cpu_units(instance)),
-        "memory": str(task_memory_mib(instance)),
+        "cpu": str(shape.cpu_units),
+        "memory": str(shape.memory_mib),
         "placementConstraints": [{"type": "memberOf", "expression": f"attribute:ecs.instance-type == {instance.name}"}],
         "containerDefinitions": [container_definition(instance, settings)],
     }

@@ -8,15 +8,21 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_provider_trainium.compute.base import JobHandle
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 
 
-def read_json_uri(uri: str) -> Any:
+def read_json_uri(uri: str, aws_conn_id: str | None = None) -> Any:
+    """Read JSON from a local or ``s3://`` URI; S3 through the trainium connection's AWS connection."""
     from airflow.sdk import ObjectStoragePath
 
-    return json.loads(ObjectStoragePath(uri).read_text())
+    path = (
+        ObjectStoragePath(uri, conn_id=aws_conn_id)
+        if aws_conn_id and uri.startswith("s3://")
+        else ObjectStoragePath(uri)
+    )
+    return json.loads(path.read_text())
 
 
 class NeuronTrainingOperator(NeuronJobOperator):
@@ -42,7 +48,8 @@ class NeuronTrainingOperator(NeuronJobOperator):
     def load_metrics(self, context: Context, output_uri: str) -> dict[str, Any]:
         """The summary of the job's metrics file (without the loss history), logged and pushed."""
         try:
-            metrics = read_json_uri(f"{output_uri.rstrip('/')}/{self.metrics_file}")
+            aws_conn_id = TrainiumHook(self.trainium_conn_id).get_config().aws_conn_id
+            metrics = read_json_uri(f"{output_uri.rstrip('/')}/{self.metrics_file}", aws_conn_id)
         except FileNotFoundError:
             self.log.warning("the job wrote no %s under %s", self.metrics_file, output_uri)
             return {}

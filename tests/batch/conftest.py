@@ -13,6 +13,8 @@ from tests.conftest import MOTO_REGION, set_trainium_connection
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium:2.31"
 LOG_GROUP = "/trainium/jobs"
 QUEUE = "trn-queue"
+#: Remote compute only takes S3 locations.
+ARTIFACT_ROOT = "s3://trainium-test-artifacts/trainium"
 
 
 @dataclass
@@ -50,6 +52,7 @@ def batch_env(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> BatchEnv:
         monkeypatch,
         aws_conn_id=aws_conn_id,
         region_name=MOTO_REGION,
+        artifact_root=ARTIFACT_ROOT,
         batch_job_queues=queues,
         image=IMAGE,
         log_group=LOG_GROUP,

@@ -42,9 +42,11 @@ def test_multinode_definition_field_by_field(instance_type, nodes):
     assert node_range["targetNodes"] == "0:"
     c = node_range["container"]
     assert c["image"] == IMAGE and c["instanceType"] == instance_type and c["jobRoleArn"] == "arn:role/job"
+    # one vCPU and max(2 GiB, 5 %) of memory (whole GiB) stay with the host, as on ECS
+    headroom_gib = -(-max(2048, int(mem_gib * 1024 * 0.05)) // 1024)
     assert c["resourceRequirements"] == [
-        {"type": "VCPU", "value": str(vcpus - defs.RESERVED_VCPUS)},
-        {"type": "MEMORY", "value": str(int(mem_gib * 1024 * defs.MEMORY_FRACTION))},
+        {"type": "VCPU", "value": str(vcpus - 1)},
+        {"type": "MEMORY", "value": str((mem_gib - headroom_gib) * 1024)},
     ]
     devices = c["linuxParameters"]["devices"]
     neuron = [d for d in devices if d["hostPath"].startswith("/dev/neuron")]
@@ -54,7 +56,7 @@ def test_multinode_definition_field_by_field(instance_type, nodes):
     assert all(d["containerPath"] == d["hostPath"] and d["permissions"] == ["READ", "WRITE"] for d in neuron)
     assert [d["hostPath"] for d in uverbs] == [f"/dev/infiniband/uverbs{i}" for i in range(efa)]
     assert all(d["permissions"] == ["READ", "WRITE", "MKNOD"] for d in uverbs)
-    assert c["linuxParameters"]["sharedMemorySize"] == min(mem_gib * 1024 // 8, 64 * 1024)
+    assert c["linuxParameters"]["sharedMemorySize"] == mem_gib * 1024 // 8
     ulimits = {u["name"]: (u["softLimit"], u["hardLimit"]) for u in c["ulimits"]}
     assert ulimits["memlock"] == (-1, -1)
     assert ulimits["nofile"][0] >= 65535
@@ -84,11 +86,16 @@ def test_multinode_definition_field_by_field(instance_type, nodes):
     defs.validate_node_overrides(definition, request)
 
 
-def test_single_node_trn1_2xlarge_is_a_container_job_without_efa():
-    definition = defs.build_job_definition(spec("trn1.2xlarge", 1), SETTINGS)
+@pytest.mark.parametrize("instance_type", ["trn1.2xlarge", "trn1.32xlarge"])
+def test_single_node_job_is_a_container_job_without_efa_or_instance_type(instance_type):
+    definition = defs.build_job_definition(spec(instance_type, 1), SETTINGS)
     assert definition["type"] == "container" and "nodeProperties" not in definition
-    devices = definition["containerProperties"]["linuxParameters"]["devices"]
-    assert [d["hostPath"] for d in devices] == ["/dev/neuron0"]
+    props = definition["containerProperties"]
+    # Batch API reference, ContainerProperties.instanceType: not applicable to single-node container jobs
+    assert "instanceType" not in props
+    devices = props["linuxParameters"]["devices"]
+    assert all(d["hostPath"].startswith("/dev/neuron") for d in devices)
+    assert len(devices) == FACTS.get(instance_type, (1,))[0]
 
 
 def test_multi_node_trn1_2xlarge_is_rejected_with_a_clear_error():

@@ -87,7 +87,7 @@ def test_a_succeeded_job_is_not_rerun(batch_env):
     ti = TaskInstanceStandIn()
     with pytest.raises(TaskDeferred):
         operator().execute(context(ti))  # moto finishes the job at once
-    assert operator().execute(context(ti)).startswith("file://")  # returns the output URI, no deferral
+    assert operator().execute(context(ti)).startswith("s3://")  # returns the output URI, no deferral
     assert len(jobs_named(batch_env, ti)) == 1
 
 
@@ -120,7 +120,7 @@ def test_sync_path_reconnects_through_the_task_state_store(batch_env):
     helper.start()
     result = operator(deferrable=False).execute(context(ti, store))
     helper.join()
-    assert result.startswith("file://") and ti.xcoms["job"]["job_id"] == job["job_id"]
+    assert result.startswith("s3://") and ti.xcoms["job"]["job_id"] == job["job_id"]
     assert len(jobs_named(batch_env, ti)) == 1
 
 

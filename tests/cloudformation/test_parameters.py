@@ -16,7 +16,11 @@ STACKS = {"BaseStackName": "trn-base"}
 GOOD: dict[str, list[dict[str, Any]]] = {
     "base": [BASE, {**BASE, "LogRetentionDays": 365, "ArtifactPrefix": "team-a"}],
     "ecs": [STACKS, {**STACKS, "InstanceType": "trn1.32xlarge", "MaxInstances": 8}],
-    "batch": [STACKS, {**STACKS, "EnableTrn2": "enabled", "MaxNodes": 16, "PurchaseOption": "spot"}],
+    "batch": [
+        STACKS,
+        {**STACKS, "EnableTrn2": "enabled", "MaxNodes": 16},
+        {**STACKS, "MaxNodes": 1, "PurchaseOption": "spot"},
+    ],
 }
 
 # (parameters, what the refusal says); every message names the bad value, which ties it to its case.

@@ -23,6 +23,9 @@ from airflow_provider_trainium.neuron.catalog import get_instance_type
 from tests.conftest import MOTO_REGION
 
 CLUSTER = "trainium-test"
+#: Remote compute only takes S3 locations; the bucket exists on the moto server (see ``ecs_world``).
+ARTIFACT_BUCKET = "trainium-test-artifacts"
+ARTIFACT_ROOT = f"s3://{ARTIFACT_BUCKET}/trainium"
 LOG_GROUP = "/trainium/test"
 #: moto does not validate AMI ids; this stands for the ECS-optimized Neuron AMI.
 AMI = "ami-0e1c5be2aa956338b"
@@ -92,6 +95,7 @@ class EcsWorld:
         extra: dict[str, Any] = {
             "aws_conn_id": self.aws_conn_id,
             "region_name": MOTO_REGION,
+            "artifact_root": ARTIFACT_ROOT,
             "ecs_cluster": self.cluster,
             "subnets": [self.subnet_id],
             "security_groups": [self.security_group_id],
@@ -124,6 +128,7 @@ def ecs_world(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> EcsWorld:
     group = ec2.create_security_group(GroupName="trainium", Description="trainium tasks", VpcId=vpc)["GroupId"]
     world.ecs.create_cluster(clusterName=CLUSTER)
     world.logs.create_log_group(logGroupName=LOG_GROUP)
+    world.client("s3").create_bucket(Bucket=ARTIFACT_BUCKET)
     world.subnet_id, world.security_group_id = subnet, group
     return world
 

@@ -172,3 +172,20 @@ def test_multi_node_and_missing_image_fail_before_any_paid_call(ecs_world):
     with pytest.raises(EcsInputError, match="no image"):
         ecs.submit(spec(image=None), *ids())
     assert counter.calls == []
+
+
+UNREACHABLE = [
+    ({"artifact_root": "file:///srv/airflow/trainium"}, {}, "artifact_root (trainium connection) 'file:///srv"),
+    ({}, {"output_uri": "/home/airflow/runs/1"}, "output_uri '/home/airflow/runs/1'"),
+    ({}, {"checkpoint_uri": "file:///tmp/ckpt"}, "checkpoint_uri 'file:///tmp/ckpt'"),
+    ({}, {"env": {"NEURON_COMPILE_CACHE_URL": "/var/cache"}}, "env NEURON_COMPILE_CACHE_URL '/var/cache'"),
+]
+
+
+def test_a_location_the_container_cannot_reach_fails_before_any_call(ecs_world):
+    for config, changes, named in UNREACHABLE:
+        ecs, counter = backend(ecs_world, **config)
+        with pytest.raises(EcsInputError, match="is not an s3:// URI") as refused:
+            ecs.submit(spec(**{"output_uri": "s3://bucket/runs/1", **changes}), *ids())
+        assert named in str(refused.value) and "compute='ecs' runs the job on AWS" in str(refused.value)
+        assert counter.calls == []

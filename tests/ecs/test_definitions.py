@@ -146,6 +146,7 @@ def config(**extra) -> TrainiumConfig:
         "subnets": ["subnet-1"],
         "log_group": "/trainium/jobs",
         "region_name": "us-east-1",
+        "artifact_root": "s3://bucket/trainium",
     }
     return TrainiumConfig.from_extra({**base, **extra})
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.links.ecs import ecs_log_url, ecs_task_url
 from tests.conftest import set_trainium_connection
-from tests.ecs.conftest import CLUSTER, IMAGE, LOG_GROUP
+from tests.ecs.conftest import ARTIFACT_ROOT, CLUSTER, IMAGE, LOG_GROUP
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 DAG_ID = "trainium_mnist_mlp"
@@ -54,7 +54,7 @@ def connect(world, monkeypatch, tmp_path) -> None:
         monkeypatch,
         aws_conn_id=world.aws_conn_id,
         region_name="us-east-1",
-        artifact_root=tmp_path.as_uri(),
+        artifact_root=ARTIFACT_ROOT,
         ecs_cluster=CLUSTER,
         subnets=[world.subnet_id],
         security_groups=[world.security_group_id],

@@ -1,0 +1,83 @@
+"""Least privilege, read from the rendered base template: who may write the registry, what the job role keeps,
+and what the Airflow principal's published policy allows (scoped PassRole)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+#: Where jobs write, found in the DAGs and operators: run outputs, checkpoints, the compile cache, data, llama/*.
+JOB_PREFIXES = ("runs", "checkpoints", "compile-cache", "data", "llama")
+#: Written by the Airflow principal only.
+AIRFLOW_ONLY_PREFIXES = ("models", "image-contexts")
+
+
+@pytest.fixture
+def base(templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return templates["base"]
+
+
+def statements(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for s in document["Statement"]}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def object_arn(prefix: str) -> dict[str, str]:
+    return {"Fn::Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/" + prefix + "/*"}
+
+
+def test_bucket_policy_denies_the_job_role_any_write_to_the_registry_and_image_contexts(base):
+    policy = base["Resources"]["ArtifactBucketPolicy"]["Properties"]["PolicyDocument"]
+    deny = statements(policy)["DenyJobRoleWritesToRegistryAndImageContexts"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*"
+    assert deny["Condition"] == {"ArnEquals": {"aws:PrincipalArn": {"Fn::GetAtt": ["JobRole", "Arn"]}}}
+    assert {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"} <= set(deny["Action"])
+    assert deny["Resource"] == [object_arn(p) for p in AIRFLOW_ONLY_PREFIXES]
+
+
+def test_job_role_reads_the_prefix_writes_only_job_prefixes_and_keeps_nothing_else(base):
+    role = base["Resources"]["JobRole"]["Properties"]
+    assert "ManagedPolicyArns" not in role
+    found = {sid: s for p in role["Policies"] for sid, s in statements(p["PolicyDocument"]).items()}
+    actions = {a for s in found.values() for a in as_list(s["Action"])}
+    assert not {a for a in actions if not a.startswith("s3:")}, "image pulls and logs are the execution role's"
+    assert found["ReadTheArtifactPrefix"]["Resource"] == {"Fn::Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/*"}
+    writes = [s for s in found.values() if {"s3:PutObject", "s3:DeleteObject"} & set(as_list(s["Action"]))]
+    assert len(writes) == 1
+    assert writes[0]["Resource"] == [object_arn(p) for p in JOB_PREFIXES]
+    assert not set(AIRFLOW_ONLY_PREFIXES) & set(JOB_PREFIXES)
+
+
+def test_airflow_policy_passes_only_the_stack_roles_and_only_to_ecs_tasks(base):
+    policy = base["Resources"]["AirflowPolicy"]
+    assert policy["Type"] == "AWS::IAM::ManagedPolicy"
+    found = statements(policy["Properties"]["PolicyDocument"])
+    passes = [s for s in found.values() if "iam:PassRole" in as_list(s["Action"])]
+    assert len(passes) == 1
+    (pass_role,) = passes
+    assert pass_role["Resource"] == [{"Fn::GetAtt": ["JobRole", "Arn"]}, {"Fn::GetAtt": ["EcsExecutionRole", "Arn"]}]
+    services = pass_role["Condition"]["StringEquals"]["iam:PassedToService"]
+    assert "ecs-tasks.amazonaws.com" in services
+    assert all(not a.startswith("iam:") or a == "iam:PassRole" for s in found.values() for a in as_list(s["Action"]))
+    assert base["Outputs"]["AirflowPolicyArn"]["Value"] == {"Ref": "AirflowPolicy"}
+
+
+def test_airflow_policy_scopes_every_statement_it_can(base):
+    found = statements(base["Resources"]["AirflowPolicy"]["Properties"]["PolicyDocument"])
+    unscoped = {sid for sid, s in found.items() if s["Resource"] == "*"}
+    # Only calls IAM offers no resource type for (registration, describes, lists, registry login).
+    assert unscoped == {
+        "EcsCallsWithoutResourceScope",
+        "BatchReadsWithoutResourceScope",
+        "RegistryLoginHasNoResourceScope",
+    }
+    run = found["EcsRunOwnTaskDefinitions"]["Resource"]["Fn::Sub"]
+    assert run.endswith(":task-definition/trainium-*")
+    submit = [r["Fn::Sub"] for r in found["BatchRegisterAndSubmitOwnDefinitions"]["Resource"]]
+    assert any(r.endswith(":job-definition/trainium-*") for r in submit)
+    assert all(a.startswith(("ecs:Describe", "ecs:List", "batch:Describe", "batch:List", "ecs:Register"))
+               for sid in unscoped - {"RegistryLoginHasNoResourceScope"} for a in found[sid]["Action"])  # fmt: skip

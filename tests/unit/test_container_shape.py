@@ -1,0 +1,98 @@
+"""One container shape: what ECS and Batch render for the same job is the same container."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_trainium.compute import batch_definitions as batch
+from airflow_provider_trainium.compute import ecs_definitions as ecs
+from airflow_provider_trainium.neuron.catalog import CATALOG
+from airflow_provider_trainium.neuron.container import container_shape
+from airflow_provider_trainium.neuron.launch import job_environment
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "a" * 64
+ECS_SETTINGS = ecs.EcsTaskSettings(image=IMAGE, log_group="/trainium/jobs", region_name="us-east-1")
+BATCH_SETTINGS = batch.BatchSettings(region_name="us-east-1", log_group="/trainium/jobs")
+
+
+def spec(instance_type: str, nodes: int = 1, **changes: object) -> JobSpec:
+    values: dict[str, object] = {
+        "name": "train",
+        "entry_point": "trainer.mnist_mlp",
+        "instance_type": instance_type,
+        "nodes": nodes,
+        "image": IMAGE,
+        "output_uri": "s3://b/runs/1",
+        "env": {"SEED": "3"},
+    }
+    values.update(changes)
+    return JobSpec(**values).validate()  # type: ignore[arg-type]
+
+
+def _paths(devices: list[dict]) -> list[tuple[str, frozenset[str]]]:
+    return [(d["hostPath"], frozenset(p.upper() for p in d["permissions"])) for d in devices]
+
+
+def _env(pairs: list[dict[str, str]]) -> dict[str, str]:
+    return {p["name"]: p["value"] for p in pairs}
+
+
+@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+def test_ecs_and_batch_render_the_same_single_node_container(instance_type: str) -> None:
+    s = spec(instance_type)
+    task = ecs.task_definition(instance_type, ECS_SETTINGS)
+    c_ecs = task["containerDefinitions"][0]
+    c_batch = batch.build_job_definition(s, BATCH_SETTINGS)["containerProperties"]
+    requirements = {r["type"]: int(r["value"]) for r in c_batch["resourceRequirements"]}
+
+    assert c_ecs["cpu"] == int(task["cpu"]) == requirements["VCPU"] * 1024
+    assert c_ecs["memory"] == int(task["memory"]) == requirements["MEMORY"]
+    assert c_ecs["linuxParameters"]["sharedMemorySize"] == c_batch["linuxParameters"]["sharedMemorySize"]
+    assert _paths(c_ecs["linuxParameters"]["devices"]) == _paths(c_batch["linuxParameters"]["devices"])
+    assert c_ecs["ulimits"] == c_batch["ulimits"]
+    # What the container finally sees (definition, then overrides) is launch's job environment on both.
+    ecs_env = {**_env(c_ecs["environment"]), **_env(ecs.container_overrides(s)["containerOverrides"][0]["environment"])}
+    batch_env = {**_env(c_batch["environment"]), **_env(batch.container_overrides(s)["environment"])}
+    assert ecs_env == batch_env == job_environment(s)
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "vcpus", "memory_gib", "shm_gib"),
+    [
+        ("trn1.2xlarge", 7, 30, 4),
+        ("trn1.32xlarge", 127, 486, 64),
+        ("trn1n.32xlarge", 127, 486, 64),
+        ("trn2.48xlarge", 191, 1945, 256),
+    ],
+)
+def test_shape_keeps_one_vcpu_and_a_memory_headroom_and_gives_an_eighth_to_shm(
+    instance_type: str, vcpus: int, memory_gib: int, shm_gib: int
+) -> None:
+    shape = container_shape(instance_type)
+    assert (shape.vcpus, shape.memory_mib, shape.shared_memory_mib) == (vcpus, memory_gib * 1024, shm_gib * 1024)
+    assert shape.memory_mib + 2048 <= CATALOG[instance_type].memory_gib * 1024  # never asks for all of it
+    assert {u.name: (u.soft, u.hard) for u in shape.ulimits}["memlock"] == (-1, -1)
+    assert shape.capabilities == ("IPC_LOCK",)
+
+
+@pytest.mark.parametrize("instance_type", ["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"])
+def test_efa_devices_only_when_the_job_spans_nodes(instance_type: str) -> None:
+    instance = CATALOG[instance_type]
+    one, many = container_shape(instance_type, 1), container_shape(instance_type, 2)
+    assert not one.efa and all(not d.mknod for d in one.devices)
+    assert many.efa
+    efa = [d for d in many.devices if d.path.startswith("/dev/infiniband/")]
+    assert [d.path for d in efa] == [f"/dev/infiniband/uverbs{i}" for i in range(instance.efa_interfaces)]
+    assert all(d.mknod for d in efa)
+    assert [d.path for d in many.devices if not d.mknod] == [f"/dev/neuron{i}" for i in range(instance.chips)]
+    nodes = batch.build_job_definition(spec(instance_type, 2), BATCH_SETTINGS)["nodeProperties"]
+    rendered = nodes["nodeRangeProperties"][0]["container"]["linuxParameters"]["devices"]
+    assert _paths(rendered) == [
+        (d.path, frozenset({"READ", "WRITE", "MKNOD"} if d.mknod else {"READ", "WRITE"})) for d in many.devices
+    ]
+
+
+def test_a_layout_without_nodes_is_refused() -> None:
+    with pytest.raises(ValueError, match="nodes must be >= 1"):
+        container_shape("trn1.32xlarge", 0)
