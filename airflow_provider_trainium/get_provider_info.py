@@ -67,6 +67,7 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_provider_trainium.links.ecs.EcsTaskLink",
             "airflow_provider_trainium.links.ecs.EcsTaskLogLink",
             "airflow_provider_trainium.links.batch.BatchJobLink",
+            "airflow_provider_trainium.links.batch.BatchNodeLogsLink",
         ],
         "connection-types": [
             {

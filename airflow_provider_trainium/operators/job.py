@@ -20,6 +20,7 @@ from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, Jo
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.batch import batch_links
 from airflow_provider_trainium.links.ecs import EcsTaskLink, EcsTaskLogLink
+from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 EXIT_BAD_INPUT = 65
@@ -64,7 +65,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         "compile_cache_uri",
     )
     ui_color = "#ff9900"
-    #: Each link reads the job's XCom and shows only for jobs of its own backend.
+    #: Each link reads the one link record (``links.record``) and shows only for jobs of its own backend.
     operator_extra_links = (EcsTaskLink(), EcsTaskLogLink(), *batch_links())
     external_id_key = "trainium_job"
 
@@ -112,6 +113,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self._spec: JobSpec | None = None
         self._handle: JobHandle | None = None
         self._result: Any = _UNSET
+        if str(compute) == "local":
+            self.operator_extra_links = ()  # no console to link to: no empty "Extra Links" section either
 
     # -- what to run --------------------------------------------------------------------------------
     def job_timeout(self) -> timedelta:
@@ -224,19 +227,12 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self._handle = handle
         ti = context["ti"]
         ti.xcom_push(key="job", value=handle.to_dict())
-        if handle.backend == "batch":
-            from airflow_provider_trainium.links.batch import XCOM_KEY, link_data
+        push_record(context, job_record(handle, log_streams))
 
-            details = handle.details
-            ti.xcom_push(
-                key=XCOM_KEY,
-                value=link_data(
-                    str(details.get("region_name") or ""),
-                    handle.job_id,
-                    str(details.get("log_group") or "/aws/batch/job"),
-                    log_streams,
-                ),
-            )
+    def pre_execute(self, context: Any) -> None:
+        """Push the link record before anything can fail, so the links Airflow computes never miss it."""
+        push_record(context)
+        super().pre_execute(context)
 
     @staticmethod
     def defers(backend: ComputeBackend) -> bool:
@@ -305,8 +301,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         handle = JobHandle.from_dict(event["handle"])
-        if event.get("log_streams"):
-            self.remember(context, handle, event["log_streams"])
+        self.remember(context, handle, event.get("log_streams"))  # pre_execute reset the link record
         status = JobStatus.from_event(event)
         from airflow_provider_trainium.compute.factory import resolve_compute
 
