@@ -13,7 +13,7 @@ if [ ! -f "$STAMP" ]; then
   test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv==0.13.9
   # torch/torch-xla pinned as in requirements.lock, so uv takes them from its cache.
-  "$VENV/bin/uv" pip install -q -p "$VENV/bin/python" \
+  "$VENV/bin/uv" pip install -q -p "$VENV/bin/python" -c .ci/oldest-constraints.txt \
     "apache-airflow==$AIRFLOW_OLDEST" \
     "apache-airflow-providers-amazon[aiobotocore]>=9.39,<10" \
     "apache-airflow-providers-common-compat>=1.23" \
@@ -32,4 +32,4 @@ if [ ! -f "$AIRFLOW_HOME/.migrated-$AIRFLOW_OLDEST" ]; then
   touch "$AIRFLOW_HOME/.migrated-$AIRFLOW_OLDEST"
 fi
 "$VENV/bin/python" -c "import airflow; print('airflow', airflow.__version__)"
-"$VENV/bin/python" -m pytest -q -m oldest -p no:cacheprovider "$@"
+AIRFLOW_OLDEST="$AIRFLOW_OLDEST" "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/oldest "$@"

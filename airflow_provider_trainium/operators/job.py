@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.bases.resumablejobmixin import ResumableJobMixin
 
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
@@ -169,7 +169,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     # -- running it ---------------------------------------------------------------------------------
     def prepare(self, context: Context) -> tuple[ComputeBackend, JobSpec, str, dict[str, str]]:
         """Backend, validated spec, job name and tags; bad input fails here, before anything starts."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.compute.factory import get_backend, resolve_compute
 
@@ -310,7 +310,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return self.finish(context, self.build_spec(context, config, compute), handle, status)
 
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
-        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
         if status.state is JobState.SUCCEEDED:
             return self.on_success(context, spec, handle)
