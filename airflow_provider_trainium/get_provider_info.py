@@ -70,6 +70,7 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_provider_trainium.links.batch.BatchJobLink",
             "airflow_provider_trainium.links.batch.BatchNodeLogsLink",
         ],
+        "cli": ["airflow_provider_trainium.cli.airflow_commands"],
         "connection-types": [
             {
                 "connection-type": "trainium",

@@ -32,7 +32,8 @@ def test_every_provider_module_imports():
     from airflow_provider_trainium.get_provider_info import get_provider_info
 
     info = get_provider_info()
-    modules = [m for kind in ("hooks", "operators", "sensors", "triggers") for g in info[kind] for m in g["python-modules"]]
+    groups = [group for kind in ("hooks", "operators", "sensors", "triggers") for group in info[kind]]
+    modules = [module for group in groups for module in group["python-modules"]]
     modules += [path.rsplit(".", 1)[0] for path in info["extra-links"]]
     for module in modules:
         importlib.import_module(module)
