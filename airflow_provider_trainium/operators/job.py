@@ -252,6 +252,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         if store is not None:
             store.set(self.external_id_key, handle.to_dict())
         trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds())
+        if hasattr(trigger, "log_cursor_uri") and spec.output_uri:
+            from airflow_provider_trainium.triggers.log_cursor import cursor_uri
+
+            # a restarted triggerer resumes each log stream where this trigger stopped
+            trigger.log_cursor_uri = cursor_uri(spec.output_uri, handle.job_id)
         # the trigger fires at its own deadline first; Airflow's timeout is only the backstop
         self.defer(trigger=trigger, method_name="execute_complete", timeout=self.job_timeout() + DEFER_GRACE)
 
