@@ -70,3 +70,11 @@ def test_mnist_dag_trains_and_registers_on_local_compute(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def _no_aws_profile(monkeypatch):
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def test_connection_form_and_hook_load():
+    """Before 3.2 Airflow reads the form from the hook (get_ui_field_behaviour, with wtforms installed as the
+    API server has it), not from provider info."""
+    from airflow.providers_manager import ProvidersManager
+
+    assert "password" in ProvidersManager().field_behaviours["trainium"]["hidden_fields"]
