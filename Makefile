@@ -66,3 +66,9 @@ bench-batch: venv
 
 bench-llama: venv
 	$(BIN)/python benchmarks/llama_tokens.py
+
+# The oldest supported Airflow (the floor in pyproject.toml) in a second environment, .venv-oldest:
+# provider import, DAG parsing and the MNIST DAG on local compute (tests/oldest).
+.PHONY: test-oldest
+test-oldest:
+	PYTHON=$(PYTHON) bash .ci/oldest-airflow.sh $(PYTEST_ARGS)

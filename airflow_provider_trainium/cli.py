@@ -1,5 +1,7 @@
 """``airflow-trainium``: the provider's command line, one subcommand per module in :data:`COMMANDS`.
 
+``airflow trainium models`` offers the same model commands inside Airflow's own CLI (:func:`airflow_commands`).
+
 Each module exposes ``register(subparsers)``, which adds its sub-parser and sets ``func`` on it: either
 ``func(args, out) -> int`` (``out`` is the stream for the command's result; everything else goes to
 stderr) or ``func(args) -> int`` printing its result to stdout.
@@ -15,11 +17,19 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 COMMANDS: list[str] = [
     "airflow_provider_trainium.commands.configure",
     "airflow_provider_trainium.commands.models",
 ]
+
+
+def airflow_commands() -> list[Any]:
+    """The ``airflow trainium ...`` commands, named by the ``cli`` entry of provider info (Airflow 3.2+)."""
+    from airflow_provider_trainium.commands.models import airflow_commands as models_commands
+
+    return models_commands()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_trainium import __version__
+from airflow_provider_trainium.hooks.trainium_fields import CONN_FIELDS, UI_FIELD_BEHAVIOUR
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -67,11 +68,16 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_provider_trainium.links.ecs.EcsTaskLink",
             "airflow_provider_trainium.links.ecs.EcsTaskLogLink",
             "airflow_provider_trainium.links.batch.BatchJobLink",
+            "airflow_provider_trainium.links.batch.BatchNodeLogsLink",
         ],
+        "cli": ["airflow_provider_trainium.cli.airflow_commands"],
         "connection-types": [
             {
                 "connection-type": "trainium",
                 "hook-class-name": "airflow_provider_trainium.hooks.trainium.TrainiumHook",
+                "hook-name": "AWS Trainium",
+                "conn-fields": CONN_FIELDS,
+                "ui-field-behaviour": UI_FIELD_BEHAVIOUR,
             }
         ],
     }

@@ -41,7 +41,7 @@ with DAG(
     @task
     def check_layout(params: dict | None = None) -> None:
         """Reject an impossible layout before any instance starts."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.neuron.spec import JobSpecError
         from airflow_provider_trainium.neuron.spec import check_layout as check

@@ -104,7 +104,7 @@ with DAG(
     @task
     def check_params(params: dict | None = None, **context: Any) -> dict[str, Any]:
         """Reject a bad layout before anything starts; resolve the base model; key every URI by the interval."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.hooks.trainium import TrainiumHook
         from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout

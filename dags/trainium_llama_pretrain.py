@@ -100,7 +100,7 @@ with DAG(
     @task
     def check_params(params: dict | None = None, run_id: str | None = None) -> dict[str, Any]:
         """Reject a bad layout before anything starts; lay out this run's URIs; the peak for MFU."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.compute.naming import run_key
         from airflow_provider_trainium.hooks.trainium import TrainiumHook

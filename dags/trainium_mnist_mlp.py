@@ -53,7 +53,7 @@ with DAG(
     @task
     def check_params(params: dict | None = None) -> None:
         """Reject a bad layout (e.g. several trn1.2xlarge nodes) before anything starts."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
 

@@ -15,7 +15,7 @@ import time
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_provider_trainium.compute.base import (
     ComputeBackend,

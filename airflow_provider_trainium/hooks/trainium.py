@@ -11,9 +11,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseHook
+from airflow.providers.common.compat.sdk import BaseHook
+
+from airflow_provider_trainium.hooks.trainium_fields import CONN_FIELDS, UI_FIELD_BEHAVIOUR, extras_schema
 
 DEFAULT_CONN_ID = "trainium_default"
+
+
+def check_extra(extra: dict[str, Any]) -> None:
+    """Raise ValueError naming every extra that the connection schema (``trainium_fields``) refuses."""
+    import jsonschema
+
+    unknown = sorted(set(extra) - set(CONN_FIELDS))
+    if unknown:
+        raise ValueError(f"trainium connection has unknown extra fields {unknown}; allowed: {sorted(CONN_FIELDS)}")
+    validator = jsonschema.Draft202012Validator(extras_schema())
+    problems = [
+        f"{'.'.join(str(p) for p in err.absolute_path) or 'extra'}: {err.message}"
+        for err in sorted(validator.iter_errors(extra), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+    if problems:
+        raise ValueError("trainium connection extras are invalid: " + "; ".join(problems))
 
 
 def default_artifact_root() -> str:
@@ -44,10 +62,8 @@ class TrainiumConfig:
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:
-        known = {f for f in cls.__dataclass_fields__ if f != "configured"}
-        unknown = sorted(set(extra) - known)
-        if unknown:
-            raise ValueError(f"trainium connection has unknown extra fields {unknown}; allowed: {sorted(known)}")
+        """The config for a connection's extras, checked against the schema the connection form uses."""
+        check_extra(extra)
         values: dict[str, Any] = {k: v for k, v in extra.items() if v not in (None, "")}
         for name in ("subnets", "security_groups"):
             if isinstance(values.get(name), str):
@@ -77,20 +93,12 @@ class TrainiumHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["host", "schema", "login", "password", "port"],
-            "relabeling": {"extra": "Stack outputs (JSON)"},
-            "placeholders": {
-                "extra": '{"aws_conn_id": "aws_default", "region_name": "us-east-1", '
-                '"artifact_root": "s3://bucket/prefix", "ecs_cluster": "...", '
-                '"batch_job_queues": {"trn1.32xlarge": "..."}, "subnets": ["subnet-..."], '
-                '"security_groups": ["sg-..."], "ecr_repository": "...", "log_group": "..."}'
-            },
-        }
+        """For Airflow before 3.2, which reads the form from the hook; later ones read provider info."""
+        return {key.replace("-", "_"): value for key, value in UI_FIELD_BEHAVIOUR.items()}
 
     def get_config(self) -> TrainiumConfig:
         """The connection's settings; the local defaults when the default connection does not exist."""
-        from airflow.exceptions import AirflowNotFoundException
+        from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
         try:
             conn = self.get_connection(self.trainium_conn_id)
@@ -99,3 +107,16 @@ class TrainiumHook(BaseHook):
                 raise
             return TrainiumConfig()
         return TrainiumConfig.from_extra(conn.extra_dejson)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Check that what the extras point at exists: cluster, queues, bucket, repository (Test button)."""
+        from airflow_provider_trainium.hooks.connection_test import check_resources
+
+        try:
+            config = self.get_config()
+        except ValueError as err:
+            return False, str(err)
+        problems, checked = check_resources(config)
+        if problems:
+            return False, "; ".join(problems)
+        return True, "found " + ", ".join(checked) if checked else "no AWS resources configured (local compute)"

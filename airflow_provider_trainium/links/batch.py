@@ -1,8 +1,7 @@
 """Extra links for a Batch job: its console page and the CloudWatch log stream of each node.
 
-The operator stores what the links need under one XCom key (:data:`XCOM_KEY`) as soon as the job is
-known, and adds each node's stream when the trigger has found it. Imports nothing from AWS: DAG files
-that use the operators stay light.
+They read the record of :mod:`~airflow_provider_trainium.links.record`; the operator adds each node's
+stream to it when the trigger has found the streams.
 """
 
 from __future__ import annotations
@@ -11,22 +10,12 @@ from typing import Any
 from urllib.parse import quote
 
 import attrs
-from airflow.sdk import BaseOperatorLink
 
-XCOM_KEY = "trainium_batch_job"
+from airflow_provider_trainium.links.record import RecordLink, console
+
 #: Nodes that get their own log link; larger jobs list every stream on the job's console page.
 MAX_LINKED_NODES = 8
-CONSOLE = "https://{region}.console.aws.amazon.com"
-
-
-def _stored(ti_key: Any) -> dict[str, Any]:
-    from airflow.sdk.execution_time.xcom import XCom
-
-    return XCom.get_value(ti_key=ti_key, key=XCOM_KEY) or {}
-
-
-def job_url(region: str, job_id: str) -> str:
-    return f"{CONSOLE.format(region=region)}/batch/home?region={region}#jobs/detail/{job_id}"
+DEFAULT_LOG_GROUP = "/aws/batch/job"
 
 
 def _cw_escape(value: str) -> str:
@@ -34,35 +23,43 @@ def _cw_escape(value: str) -> str:
     return quote(quote(value, safe=""), safe="").replace("%", "$")
 
 
-def log_stream_url(region: str, log_group: str, stream: str) -> str:
+def batch_job_url(record: dict[str, Any]) -> str:
+    base = console(record)
+    if record.get("kind") != "batch" or not base or not record.get("job_id"):
+        return ""
+    region = record["region_name"]
+    return f"{base}/batch/home?region={region}#jobs/detail/{quote(record['job_id'], safe='')}"
+
+
+def batch_node_log_url(record: dict[str, Any], node: int) -> str:
+    base = console(record)
+    stream = (record.get("log_streams") or {}).get(str(node))
+    if record.get("kind") != "batch" or not base or not stream:
+        return ""
+    region, group = record["region_name"], record.get("log_group") or DEFAULT_LOG_GROUP
     return (
-        f"{CONSOLE.format(region=region)}/cloudwatch/home?region={region}#logsV2:log-groups/log-group/"
-        f"{_cw_escape(log_group)}/log-events/{_cw_escape(stream)}"
+        f"{base}/cloudwatch/home?region={region}#logsV2:log-groups/log-group/"
+        f"{_cw_escape(group)}/log-events/{_cw_escape(stream)}"
     )
 
 
-def link_data(region: str, job_id: str, log_group: str, log_streams: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"region_name": region, "job_id": job_id, "log_group": log_group, "log_streams": dict(log_streams or {})}
-
-
 @attrs.define
-class BatchJobLink(BaseOperatorLink):
+class BatchJobLink(RecordLink):
     """The AWS Batch console page of the job (all nodes, attempts and status reasons)."""
 
     name = "AWS Batch job"
+    kind = "batch"
 
-    def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        data = _stored(ti_key)
-        if not data.get("job_id"):
-            return ""
-        return job_url(data["region_name"], data["job_id"])
+    def url(self, record: dict[str, Any]) -> str:
+        return batch_job_url(record)
 
 
 @attrs.define
-class BatchNodeLogsLink(BaseOperatorLink):
+class BatchNodeLogsLink(RecordLink):
     """The CloudWatch log stream of one node of the job."""
 
     node: int = 0
+    kind = "batch"
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -72,13 +69,9 @@ class BatchNodeLogsLink(BaseOperatorLink):
     def xcom_key(self) -> str:
         return f"_link_{type(self).__name__}_{self.node}"
 
-    def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        data = _stored(ti_key)
-        stream = (data.get("log_streams") or {}).get(str(self.node))
-        if not stream:
-            return ""
-        return log_stream_url(data["region_name"], data["log_group"], stream)
+    def url(self, record: dict[str, Any]) -> str:
+        return batch_node_log_url(record, self.node)
 
 
-def batch_links() -> tuple[BaseOperatorLink, ...]:
+def batch_links() -> tuple[RecordLink, ...]:
     return (BatchJobLink(), *(BatchNodeLogsLink(node=i) for i in range(MAX_LINKED_NODES)))

@@ -1,68 +1,45 @@
-"""Extra links from a task to its ECS task and to the task's CloudWatch log stream.
-
-Both read the ``job`` XCom that ``NeuronJobOperator`` pushes once the job is submitted (the job
-handle), so they need no XCom of their own and show nothing for jobs that did not run on ECS.
-"""
+"""Extra links from a task to its ECS task and to the task's CloudWatch log stream."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
-
-JOB_XCOM_KEY = "job"
-#: AWS partition -> console domain. Kept here rather than imported so DAG files that list these links
-#: do not pull botocore in at parse time.
-CONSOLE_DOMAINS = {"aws": "aws.amazon.com", "aws-cn": "amazonaws.cn", "aws-us-gov": "amazonaws-us-gov.com"}
+from airflow_provider_trainium.links.record import RecordLink, console
 
 
-def _console(details: dict[str, Any]) -> str | None:
-    domain = CONSOLE_DOMAINS.get(details.get("partition") or "aws")
-    return f"https://console.{domain}" if domain and details.get("region_name") else None
-
-
-def ecs_task_url(handle: dict[str, Any]) -> str:
-    details = handle.get("details") or {}
-    console = _console(details)
-    if handle.get("backend") != "ecs" or not console or not details.get("cluster"):
+def ecs_task_url(record: dict[str, Any]) -> str:
+    base = console(record)
+    if record.get("kind") != "ecs" or not base or not record.get("cluster") or not record.get("task_id"):
         return ""
-    cluster = quote(details["cluster"].rsplit("/", 1)[-1], safe="")
+    cluster = quote(record["cluster"].rsplit("/", 1)[-1], safe="")
     return (
-        f"{console}/ecs/v2/clusters/{cluster}/tasks/{quote(details['task_id'], safe='')}"
-        f"/configuration?region={details['region_name']}"
+        f"{base}/ecs/v2/clusters/{cluster}/tasks/{quote(record['task_id'], safe='')}"
+        f"/configuration?region={record['region_name']}"
     )
 
 
-def ecs_log_url(handle: dict[str, Any]) -> str:
-    details = handle.get("details") or {}
-    console = _console(details)
-    if handle.get("backend") != "ecs" or not console or not details.get("log_group") or not details.get("log_stream"):
+def ecs_log_url(record: dict[str, Any]) -> str:
+    base = console(record)
+    if record.get("kind") != "ecs" or not base or not record.get("log_group") or not record.get("log_stream"):
         return ""
     return (
-        f"{console}/cloudwatch/home?region={details['region_name']}#logsV2:log-groups/log-group/"
-        f"{quote_plus(details['log_group'])}/log-events/{quote_plus(details['log_stream'])}"
+        f"{base}/cloudwatch/home?region={record['region_name']}#logsV2:log-groups/log-group/"
+        f"{quote_plus(record['log_group'])}/log-events/{quote_plus(record['log_stream'])}"
     )
 
 
-class _JobHandleLink(BaseOperatorLink):
-    def url(self, handle: dict[str, Any]) -> str:
-        raise NotImplementedError
-
-    def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        handle = XCom.get_value(key=JOB_XCOM_KEY, ti_key=ti_key)
-        return self.url(handle) if isinstance(handle, dict) else ""
-
-
-class EcsTaskLink(_JobHandleLink):
+class EcsTaskLink(RecordLink):
     name = "ECS task"
+    kind = "ecs"
 
-    def url(self, handle: dict[str, Any]) -> str:
-        return ecs_task_url(handle)
+    def url(self, record: dict[str, Any]) -> str:
+        return ecs_task_url(record)
 
 
-class EcsTaskLogLink(_JobHandleLink):
+class EcsTaskLogLink(RecordLink):
     name = "ECS task log (CloudWatch)"
+    kind = "ecs"
 
-    def url(self, handle: dict[str, Any]) -> str:
-        return ecs_log_url(handle)
+    def url(self, record: dict[str, Any]) -> str:
+        return ecs_log_url(record)

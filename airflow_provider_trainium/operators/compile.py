@@ -119,7 +119,7 @@ class NeuronCompileOperator(NeuronTrainingOperator):
 
     def execute(self, context: Context) -> Any:
         if self.skip_if_cached:
-            from airflow.sdk.exceptions import AirflowFailException
+            from airflow.providers.common.compat.sdk import AirflowFailException
 
             from airflow_provider_trainium.compute.factory import resolve_compute
 

@@ -9,6 +9,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.ecr import EcrImageLink
+from airflow_provider_trainium.links.record import push_record
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -132,6 +133,11 @@ class NeuronImageBuildOperator(BaseOperator):
                 options.setdefault("service_role_arn", self.codebuild_service_role_arn)
         return make_builder(name, **options)
 
+    def pre_execute(self, context: Any) -> None:
+        """Push the link record before anything can fail, so the link Airflow computes never misses it."""
+        push_record(context)
+        super().pre_execute(context)
+
     def execute(self, context: Context) -> str:
         from airflow_provider_trainium.image.context import BuildContext
         from airflow_provider_trainium.image.ensure import ensure_image
@@ -159,7 +165,7 @@ class NeuronImageBuildOperator(BaseOperator):
                 context=context,
                 operator=self,
                 region_name=hook.conn_region_name,
-                aws_partition=hook.conn_partition,
+                partition=hook.conn_partition,
                 registry_id=registry.registry_id,
                 repository_name=registry.name,
                 digest=result.digest,

@@ -12,14 +12,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.bases.resumablejobmixin import ResumableJobMixin
 
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.batch import batch_links
 from airflow_provider_trainium.links.ecs import EcsTaskLink, EcsTaskLogLink
+from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 EXIT_BAD_INPUT = 65
@@ -64,7 +65,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         "compile_cache_uri",
     )
     ui_color = "#ff9900"
-    #: Each link reads the job's XCom and shows only for jobs of its own backend.
+    #: Each link reads the one link record (``links.record``) and shows only for jobs of its own backend.
     operator_extra_links = (EcsTaskLink(), EcsTaskLogLink(), *batch_links())
     external_id_key = "trainium_job"
 
@@ -112,6 +113,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self._spec: JobSpec | None = None
         self._handle: JobHandle | None = None
         self._result: Any = _UNSET
+        if str(compute) == "local":
+            self.operator_extra_links = ()  # no console to link to: no empty "Extra Links" section either
 
     # -- what to run --------------------------------------------------------------------------------
     def job_timeout(self) -> timedelta:
@@ -166,7 +169,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     # -- running it ---------------------------------------------------------------------------------
     def prepare(self, context: Context) -> tuple[ComputeBackend, JobSpec, str, dict[str, str]]:
         """Backend, validated spec, job name and tags; bad input fails here, before anything starts."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.compute.factory import get_backend, resolve_compute
 
@@ -224,19 +227,12 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self._handle = handle
         ti = context["ti"]
         ti.xcom_push(key="job", value=handle.to_dict())
-        if handle.backend == "batch":
-            from airflow_provider_trainium.links.batch import XCOM_KEY, link_data
+        push_record(context, job_record(handle, log_streams))
 
-            details = handle.details
-            ti.xcom_push(
-                key=XCOM_KEY,
-                value=link_data(
-                    str(details.get("region_name") or ""),
-                    handle.job_id,
-                    str(details.get("log_group") or "/aws/batch/job"),
-                    log_streams,
-                ),
-            )
+    def pre_execute(self, context: Any) -> None:
+        """Push the link record before anything can fail, so the links Airflow computes never miss it."""
+        push_record(context)
+        super().pre_execute(context)
 
     @staticmethod
     def defers(backend: ComputeBackend) -> bool:
@@ -256,6 +252,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         if store is not None:
             store.set(self.external_id_key, handle.to_dict())
         trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds())
+        if hasattr(trigger, "log_cursor_uri") and spec.output_uri:
+            from airflow_provider_trainium.triggers.log_cursor import cursor_uri
+
+            # a restarted triggerer resumes each log stream where this trigger stopped
+            trigger.log_cursor_uri = cursor_uri(spec.output_uri, handle.job_id)
         # the trigger fires at its own deadline first; Airflow's timeout is only the backstop
         self.defer(trigger=trigger, method_name="execute_complete", timeout=self.job_timeout() + DEFER_GRACE)
 
@@ -305,8 +306,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         handle = JobHandle.from_dict(event["handle"])
-        if event.get("log_streams"):
-            self.remember(context, handle, event["log_streams"])
+        self.remember(context, handle, event.get("log_streams"))  # pre_execute reset the link record
         status = JobStatus.from_event(event)
         from airflow_provider_trainium.compute.factory import resolve_compute
 
@@ -315,7 +315,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return self.finish(context, self.build_spec(context, config, compute), handle, status)
 
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
-        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+        from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
         if status.state is JobState.SUCCEEDED:
             return self.on_success(context, spec, handle)

@@ -31,11 +31,10 @@ def walk_files(root: ObjectStoragePath) -> list[tuple[str, ObjectStoragePath]]:
         raise FileNotFoundError(f"{root} does not exist")
     found = []
     base = root.path.rstrip("/") + "/"
-    for dirpath, _dirs, files in root.walk():
-        for name in files:
-            child = dirpath / name
-            rel = child.path[len(base) :] if child.path.startswith(base) else name
-            found.append((rel, child))
+    # fsspec's find, not Path.walk: ObjectStoragePath has no walk() on Airflow 3.0 (universal-pathlib 0.2)
+    for full in root.fs.find(root.path):
+        rel = full[len(base) :] if full.startswith(base) else full.rsplit("/", 1)[-1]
+        found.append((rel, root / rel))
     return sorted(found, key=lambda item: item[0])
 
 

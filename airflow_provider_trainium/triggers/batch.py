@@ -23,6 +23,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.triggers.log_cursor import LogCursor
 
 DESCRIBE_JOBS_MAX = 100
 THROTTLING_CODES = frozenset(
@@ -234,9 +235,10 @@ class BatchJobPoller:
 class NodeLogs:
     """Follows the CloudWatch stream of each node and prefixes every line with its node index."""
 
-    def __init__(self, log_group: str, emit: Callable[[str], None]) -> None:
+    def __init__(self, log_group: str, emit: Callable[[str], None], cursor: LogCursor | None = None) -> None:
         self.log_group = log_group
         self.emit = emit
+        self.cursor = cursor or LogCursor(None)
         self.streams: dict[int, str] = {}
         self.tokens: dict[int, str] = {}
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -248,13 +250,13 @@ class NodeLogs:
     async def fetch(self, client: Any) -> int:
         """Read what each node wrote since the last call; returns the number of lines."""
         count = 0
+        await self.cursor.load()
         for node, stream in sorted(self.streams.items()):
             while True:
                 kwargs: dict[str, Any] = {"logGroupName": self.log_group, "logStreamName": stream}
+                kwargs.update(self.cursor.start_kwargs(stream))  # from where an earlier triggerer stopped
                 if node in self.tokens:
                     kwargs["nextToken"] = self.tokens[node]
-                else:
-                    kwargs["startFromHead"] = True
                 try:
                     response = await client.get_log_events(**kwargs)
                 except Exception as err:
@@ -263,6 +265,8 @@ class NodeLogs:
                         break  # the stream appears once the container wrote its first line
                     raise
                 for event in response.get("events", []):
+                    if not self.cursor.fresh(stream, event):
+                        continue
                     line = f"[node {node}] {event['message'].rstrip()}"
                     self.tail.append(line)
                     self.emit(line)
@@ -273,6 +277,7 @@ class NodeLogs:
                     self.tokens[node] = token
                 if done:
                     break
+        await self.cursor.save()
         return count
 
 
@@ -295,6 +300,7 @@ class BatchJobTrigger(BaseTrigger):
         poll_interval: float = 30.0,
         log_interval: float = 30.0,
         stream_logs: bool = True,
+        log_cursor_uri: str | None = None,
     ) -> None:
         super().__init__()
         self.handle = handle
@@ -306,6 +312,8 @@ class BatchJobTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.log_interval = float(log_interval)
         self.stream_logs = stream_logs
+        #: Where the log position survives a triggerer restart (see ``log_cursor``); None: kept in memory only.
+        self.log_cursor_uri = log_cursor_uri
         #: Where log lines go; the task log by default. The worker-side wait points it at the operator's log.
         self.log_sink: Callable[[str], None] | None = None
 
@@ -326,6 +334,7 @@ class BatchJobTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "log_interval": self.log_interval,
                 "stream_logs": self.stream_logs,
+                "log_cursor_uri": self.log_cursor_uri,
             },
         )
 
@@ -353,7 +362,7 @@ class BatchJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         poller = BatchJobPoller.shared(self.aws_conn_id, self.region_name, self.poll_interval)
         poller.watch(self.job_id)  # before the first await: joins the next round of the shared poll
-        logs = NodeLogs(self.log_group, self._emit)
+        logs = NodeLogs(self.log_group, self._emit, LogCursor(self.log_cursor_uri, self.aws_conn_id))
         next_logs = 0.0
         log_delay = self.log_interval
         nodes = node_job_ids(self.job_id, self.num_nodes) if self.num_nodes > 1 else []

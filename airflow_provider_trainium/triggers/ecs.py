@@ -20,6 +20,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_trainium.compute.base import JobState, JobStatus
 from airflow_provider_trainium.compute.ecs_status import NOT_STARTED, task_status
+from airflow_provider_trainium.triggers.log_cursor import LogCursor
 
 TAIL_LINES = 40
 STOP_CALL_TIMEOUT = 30.0
@@ -50,6 +51,7 @@ class EcsTaskTrigger(BaseTrigger):
         region_name: str | None = None,
         poll_interval: float = 30.0,
         placement_timeout: float = 1800.0,
+        log_cursor_uri: str | None = None,
     ) -> None:
         super().__init__()
         self.handle = handle
@@ -62,6 +64,9 @@ class EcsTaskTrigger(BaseTrigger):
         self.emit: Callable[[str], None] = self._log_line
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._log_token: str | None = None
+        #: Where the log position survives a triggerer restart (see ``log_cursor``); None: kept in memory only.
+        self.log_cursor_uri = log_cursor_uri
+        self._cursor: LogCursor | None = None
         self._watch_started = time.time()
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -74,6 +79,7 @@ class EcsTaskTrigger(BaseTrigger):
                 "region_name": self.region_name,
                 "poll_interval": self.poll_interval,
                 "placement_timeout": self.placement_timeout,
+                "log_cursor_uri": self.log_cursor_uri,
             },
         )
 
@@ -112,13 +118,23 @@ class EcsTaskTrigger(BaseTrigger):
 
     async def _forward_logs(self, logs: Any) -> None:
         """Emit the log events written since the last poll (nothing yet if the stream does not exist)."""
-        from botocore.exceptions import ClientError
-
         group, stream = self._details.get("log_group"), self._details.get("log_stream")
         if not group or not stream:
             return
+        if self._cursor is None:
+            self._cursor = LogCursor(self.log_cursor_uri, self.aws_conn_id)
+        await self._cursor.load()
+        try:
+            await self._read_stream(logs, group, stream, self._cursor)
+        finally:
+            await self._cursor.save()
+
+    async def _read_stream(self, logs: Any, group: str, stream: str, cursor: LogCursor) -> None:
+        from botocore.exceptions import ClientError
+
         while True:
-            kwargs: dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
+            kwargs: dict[str, Any] = {"logGroupName": group, "logStreamName": stream}
+            kwargs.update(cursor.start_kwargs(stream))  # from where an earlier triggerer stopped
             if self._log_token:
                 kwargs["nextToken"] = self._log_token
             try:
@@ -128,6 +144,8 @@ class EcsTaskTrigger(BaseTrigger):
                     return
                 raise
             for event in response.get("events", []):
+                if not cursor.fresh(stream, event):
+                    continue
                 line = str(event.get("message", "")).rstrip("\n")
                 self._tail.append(line)
                 self.emit(line)

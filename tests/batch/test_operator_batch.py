@@ -77,8 +77,8 @@ def test_restarted_worker_attaches_to_the_running_job_without_submitting(batch_e
     assert second.value.trigger.handle["job_id"] == job_id
     assert len(jobs_named(batch_env, ti)) == 1
     assert second.value.timeout > timedelta(hours=1)  # the trigger's own deadline fires first
-    link = ti.xcoms["trainium_batch_job"]
-    assert link["job_id"] == job_id and link["region_name"] == batch_env.region
+    link = ti.xcoms["trainium_links"]
+    assert link["kind"] == "batch" and link["job_id"] == job_id and link["region_name"] == batch_env.region
 
 
 def test_a_succeeded_job_is_not_rerun(batch_env):

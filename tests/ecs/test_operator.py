@@ -98,10 +98,11 @@ def test_mnist_dag_runs_every_job_on_ecs_through_the_trigger(ecs_world, task_pro
     env = {e["name"]: e["value"] for e in train_task["overrides"]["containerOverrides"][0]["environment"]}
     assert env["TRAINIUM_OUTPUT_URI"] == xcom(run, "train", "return_value")
     assert env["NEURON_COMPILE_CACHE_URL"] == xcom(run, "compile", "return_value")["compile_cache_uri"]
-    handle = xcom(run, "train", "job")
-    task_id = handle["details"]["task_id"]
-    assert ecs_task_url(handle).endswith(f"/clusters/{CLUSTER}/tasks/{task_id}/configuration?region=us-east-1")
-    assert ecs_log_url(handle).endswith(f"log-events/trainium%2Ftrainer%2F{task_id}")
+    record = xcom(run, "train", "trainium_links")
+    task_id = record["task_id"]
+    assert record["job_id"] == xcom(run, "train", "job")["job_id"]
+    assert ecs_task_url(record).endswith(f"/clusters/{CLUSTER}/tasks/{task_id}/configuration?region=us-east-1")
+    assert ecs_log_url(record).endswith(f"log-events/trainium%2Ftrainer%2F{task_id}")
 
 
 def test_multi_node_on_ecs_fails_the_task_before_any_run_task(ecs_world, task_progress, monkeypatch, tmp_path):

@@ -58,7 +58,7 @@ def run_once(monkeypatch: pytest.MonkeyPatch, folder: Path, dag_id: str, builder
         "state": str(ti.state),
         "image": ti.xcom_pull(task_ids="image"),
         **{key: ti.xcom_pull(task_ids="image", key=key) for key in ("tag", "digest", "built")},
-        "link": ti.xcom_pull(task_ids="image", key="trainium_ecr_image"),
+        "link": ti.xcom_pull(task_ids="image", key="trainium_links"),
     }
 
 

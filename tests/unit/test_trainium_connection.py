@@ -33,3 +33,47 @@ def test_connection_extras_become_the_config(monkeypatch):
 def test_unknown_extra_fields_are_named():
     with pytest.raises(ValueError, match=r"unknown extra fields \['ecs_clustr'\]; allowed:"):
         TrainiumConfig.from_extra({"ecs_clustr": "x"})
+
+
+def test_connection_test_finds_cluster_queues_bucket_and_repository(aws_conn_id, monkeypatch):
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    from tests.batch import moto_batch
+
+    def client(kind: str):
+        return AwsBaseHook(aws_conn_id=aws_conn_id, client_type=kind, region_name="us-east-1").conn
+
+    client("ecs").create_cluster(clusterName="trainium")
+    moto_batch.create_queue(client("batch"), client("iam"), "trn-queue")
+    client("s3").create_bucket(Bucket="artifacts")
+    client("ecr").create_repository(repositoryName="trainium/train")
+    extra = {
+        "aws_conn_id": aws_conn_id,
+        "region_name": "us-east-1",
+        "ecs_cluster": "trainium",
+        "batch_job_queues": {"trn1.32xlarge": "trn-queue"},
+        "artifact_root": "s3://artifacts/prefix",
+        "ecr_repository": "trainium/train",
+    }
+    set_trainium_connection(monkeypatch, **extra)
+    ok, message = TrainiumHook().test_connection()
+    assert ok, message
+    assert "ECS cluster trainium" in message and "ECR repository trainium/train" in message
+
+    wrong = {**extra, "ecs_cluster": "gone", "batch_job_queues": {"trn1.2xlarge": "nope"}}
+    set_trainium_connection(monkeypatch, **{**wrong, "artifact_root": "s3://no-bucket/x", "ecr_repository": "x/y"})
+    ok, message = TrainiumHook().test_connection()
+    assert not ok
+    for problem in ("ECS cluster gone", "nope (trn1.2xlarge) not found", "bucket no-bucket", "'x/y' does not exist"):
+        assert problem in message
+
+
+def test_connection_test_reports_bad_extras_without_calling_aws(monkeypatch):
+    set_trainium_connection(monkeypatch, artifact_root="gs://bucket")
+    ok, message = TrainiumHook().test_connection()
+    assert not ok and "artifact_root" in message
+
+
+def test_connection_test_without_aws_resources_passes(monkeypatch, tmp_path):
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+    assert TrainiumHook().test_connection() == (True, "no AWS resources configured (local compute)")

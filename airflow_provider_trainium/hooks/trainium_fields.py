@@ -1,0 +1,111 @@
+"""The ``trainium`` connection's extras, declared once as JSON Schema.
+
+Airflow (3.2+) builds the connection form from this through provider info (``conn-fields`` and
+``ui-field-behaviour``), and :class:`~airflow_provider_trainium.hooks.trainium.TrainiumConfig` validates
+a connection's extras against the same schema, so the form and the check cannot drift apart.
+Plain data and no imports: provider info is read by every Airflow component.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_OPTIONAL_STRING: dict[str, Any] = {"type": ["string", "null"], "minLength": 1}
+_ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]+:role/.+$"
+_ID_LIST = {"type": ["array", "string", "null"], "items": {"type": "string", "minLength": 1}}
+
+#: field -> {label, description, schema}; the format of provider.yaml's ``conn-fields``.
+CONN_FIELDS: dict[str, dict[str, Any]] = {
+    "aws_conn_id": {
+        "label": "AWS connection",
+        "description": "Airflow connection id of the AWS credentials every AWS call uses.",
+        "schema": {"type": ["string", "null"], "default": "aws_default", "minLength": 1},
+    },
+    "region_name": {
+        "label": "AWS Region",
+        "description": "Region of the cluster, queues, bucket and repository; default: the AWS connection's.",
+        "schema": {**_OPTIONAL_STRING, "pattern": r"^[a-z]{2}(-[a-z]+)+-[0-9]+$"},
+    },
+    "artifact_root": {
+        "label": "Artifact root",
+        "description": "Where runs, models and the compile cache go: s3://bucket/prefix (required for ECS and "
+        "Batch) or file:///path (local compute). Default: file://$AIRFLOW_HOME/trainium.",
+        "schema": {**_OPTIONAL_STRING, "pattern": r"^(s3|file)://.+"},
+    },
+    "ecs_cluster": {
+        "label": "ECS cluster",
+        "description": "Name or ARN of the ECS cluster that runs single-node jobs.",
+        "schema": _OPTIONAL_STRING,
+    },
+    "ecs_capacity_provider": {
+        "label": "ECS capacity provider",
+        "description": "Capacity provider of the Trn1 instances (the cluster's default strategy when empty).",
+        "schema": _OPTIONAL_STRING,
+    },
+    "ecs_execution_role_arn": {
+        "label": "ECS execution role ARN",
+        "description": "Role ECS uses to pull the image and write logs.",
+        "schema": {**_OPTIONAL_STRING, "pattern": _ROLE_ARN},
+    },
+    "job_role_arn": {
+        "label": "Job role ARN",
+        "description": "Role the training containers run as (reads data, writes the artifact root).",
+        "schema": {**_OPTIONAL_STRING, "pattern": _ROLE_ARN},
+    },
+    "batch_job_queues": {
+        "label": "Batch job queues",
+        "description": 'AWS Batch job queue per instance type, e.g. {"trn1.32xlarge": "trainium-trn1-32xl"}.',
+        "schema": {
+            "type": ["object", "null"],
+            "propertyNames": {"pattern": r"^trn[0-9][a-z0-9-]*\.[0-9]*x?large$"},
+            "additionalProperties": {"type": "string", "minLength": 1},
+        },
+    },
+    "subnets": {
+        "label": "Subnets",
+        "description": "Subnet ids for ECS tasks (a list, or ids separated by commas).",
+        "schema": _ID_LIST,
+    },
+    "security_groups": {
+        "label": "Security groups",
+        "description": "Security group ids for ECS tasks (a list, or ids separated by commas).",
+        "schema": _ID_LIST,
+    },
+    "ecr_repository": {
+        "label": "ECR repository",
+        "description": "Repository the image operator pushes the training image to.",
+        "schema": _OPTIONAL_STRING,
+    },
+    "log_group": {
+        "label": "CloudWatch log group",
+        "description": "Log group of the training containers.",
+        "schema": _OPTIONAL_STRING,
+    },
+    "image": {
+        "label": "Training image",
+        "description": "Image URI jobs run when a task names none (repository@digest or :tag).",
+        "schema": _OPTIONAL_STRING,
+    },
+    "image_builder": {
+        "label": "Image builder",
+        "description": "How NeuronImageBuildOperator builds images; empty picks one (auto).",
+        "schema": {"type": ["string", "null"], "enum": ["docker", "buildah", "codebuild", None]},
+    },
+}
+
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["host", "schema", "login", "password", "port"],
+    "relabeling": {"extra": "Other extras (JSON)"},
+    "placeholders": {
+        "extra": '{"artifact_root": "s3://bucket/prefix", "batch_job_queues": {"trn1.32xlarge": "..."}}',
+    },
+}
+
+
+def extras_schema() -> dict[str, Any]:
+    """One JSON Schema for a whole ``extra`` object: the declared fields and nothing else."""
+    return {
+        "type": "object",
+        "properties": {name: field["schema"] for name, field in CONN_FIELDS.items()},
+        "additionalProperties": False,
+    }
