@@ -60,3 +60,8 @@ bench-batch: venv
 
 bench-llama: venv
 	$(BIN)/python benchmarks/llama_tokens.py
+
+# Per-step host overhead: our trainers against a recipe-style bare loop and transformers' Trainer, in one run.
+bench-trainer: venv
+	$(BIN)/python benchmarks/trainer_overhead.py
+	$(BIN)/python benchmarks/llama_tokens.py
