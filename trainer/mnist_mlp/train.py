@@ -122,11 +122,12 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         start_epoch, step = state["epoch"] + 1, state["step"]
 
     recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
-    first_step, train_seconds, train_graphs = step, 0.0, 0
+    first_step, train_seconds = step, 0.0
+    activity = dict.fromkeys(runtime.activity(), 0)
     done = False
     for epoch in range(start_epoch, args.epochs):
         t0 = time.perf_counter()
-        graphs_before = runtime.compilations()
+        before = runtime.activity()
         order = shard_indices(len(targets), epoch, args.seed, dist, args.batch_size)
         batches = gather_batches((features, targets), order)
         logged: tuple[int, torch.Tensor] | None = None
@@ -150,7 +151,8 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         if logged is not None:
             recorder.record(step=logged[0], epoch=epoch, loss=round(float(runtime.to_cpu(logged[1])), 5))
         train_seconds += time.perf_counter() - t0
-        train_graphs += runtime.compilations() - graphs_before
+        for key, value in runtime.activity().items():
+            activity[key] += value - before[key]
         if not args.compile_only and args.checkpoint_uri and dist.is_main:
             host_state = {
                 "model": runtime.to_cpu(model.state_dict()),
@@ -175,7 +177,9 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "accuracy": round(accuracy, 5),
         "samples_per_second": round(samples / train_seconds, 2) if train_seconds else 0.0,
         "xla_compilations": runtime.compilations(),
-        "xla_train_graphs": train_graphs,
+        "xla_train_graphs": activity["compiled"],
+        "xla_train_graphs_run": activity["executed"],
+        "xla_train_host_transfers": activity["host_transfers"],
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
         "compile_only": args.compile_only,
