@@ -318,6 +318,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             checkpoint(args, runtime, dist, model, optimizer, scheduler, order, at, use_nxd)
 
     tokens = torch.from_numpy(train_blocks)
+    activity_before = runtime.activity()
     model.train()
     while step < args.max_steps:
         # One feed per epoch (or what is left of it): this rank's blocks in order, gathered once.
@@ -347,6 +348,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         runtime.step()  # a no-op when the feed ran out: the loader already ran the last graph
         if pending is not None:
             after_step(*pending)
+    activity = {key: value - activity_before[key] for key, value in runtime.activity().items()}
     if window_tokens:
         train_seconds += time.perf_counter() - window_start
         trained_tokens += window_tokens
@@ -382,6 +384,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "peak_tflops": args.peak_tflops or None,
         "mfu": round(tokens_per_s * per_token / 1e12 / args.peak_tflops, 8) if args.peak_tflops else None,
         "xla_compilations": runtime.compilations(),
+        "xla_train_graphs_run": activity["executed"],
+        "xla_train_host_transfers": activity["host_transfers"],
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
         "compile_only": args.compile_only,
