@@ -62,6 +62,7 @@ bench-llama: venv
 	$(BIN)/python benchmarks/llama_tokens.py
 
 # Per-step host overhead: our trainers against a recipe-style bare loop and transformers' Trainer, in one run.
+.PHONY: bench-trainer
 bench-trainer: venv
 	$(BIN)/python benchmarks/trainer_overhead.py
 	$(BIN)/python benchmarks/llama_tokens.py
