@@ -2,10 +2,10 @@
 
 Both do the same work: the same model (preset, seed), the same blocks in the same order, the same AdamW
 groups, warmup + cosine schedule, gradient clipping, batch size and step count, on the same machine, one
-process each, one after the other in this one run. The Trainer runs eager on the CPU (its own torch-xla path
-targets TPUs). Prints a markdown table with the XLA graphs each run compiled and each final model's loss on
-the held-out blocks, scored by the same function; the runs agree when the eval losses are within
-``LOSS_TOLERANCE`` (float32 rounding differs between eager and XLA over hundreds of steps, nothing else).
+process each, one after the other in this one run, each on eager CPU and on torch-xla CPU (the Trainer
+through its own torch-xla code path). Prints a markdown table with the XLA graphs each run compiled and each
+final model's loss on the held-out blocks, scored by the same function; the runs agree when the eval losses
+are within ``LOSS_TOLERANCE`` (float32 rounding differs between eager and XLA, nothing else).
 
     .venv/bin/python benchmarks/llama_tokens.py [--steps 200] [--batch-size 8] [--threads 2]
 
@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 SEED, LR, WARMUP, MIN_LR_RATIO, WEIGHT_DECAY, MAX_GRAD_NORM = 0, 3e-3, 5, 0.1, 0.01, 1.0
 #: Largest eval-loss difference between any run and the Trainer that still counts as the same training.
 LOSS_TOLERANCE = 0.01
+RUNTIMES = ("eager", "xla")
 
 
 def run_ours(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> dict:
@@ -56,7 +57,7 @@ def run_ours(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> d
     }
 
 
-def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str) -> None:
+def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str, xla: bool) -> None:
     """transformers' Trainer doing this trainer's exact work (runs in its own process).
 
     Same initial weights (preset and seed), the same blocks in the same order (this trainer's ``DataOrder``
@@ -105,7 +106,7 @@ def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str) 
         logging_steps=log_every,
         save_strategy="no",
         report_to=[],
-        use_cpu=True,
+        use_cpu=not xla,
         dataloader_num_workers=0,
         seed=SEED,
         disable_tqdm=True,
@@ -132,8 +133,13 @@ def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str) 
     tokens_per_step = batch_size * blocks.shape[1]
     first = min(log_every, steps - 1)
     steady = tokens_per_step * (steps - first) / (clock.marks[steps] - clock.marks[first])
+    graphs = "-"
+    if xla:
+        import torch_xla.debug.metrics as met
+
+        graphs = int(met.metric_data("CompileTime")[0])
     eval_blocks = load_blocks(data, "eval")
-    eval_loss = evaluate_loss(model, eval_blocks, Runtime("eager", torch.device("cpu")), batch_size)
+    eval_loss = evaluate_loss(model.cpu(), eval_blocks, Runtime("eager", torch.device("cpu")), batch_size)
     Path(out, "result.json").write_text(
         json.dumps(
             {
@@ -141,27 +147,35 @@ def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str) 
                 "steady": steady,
                 "final_loss": clock.losses[max(clock.losses)],
                 "eval_loss": eval_loss,
+                "graphs": graphs,
             }
         )
     )
 
 
-def run_hf(data: Path, out: Path, args: argparse.Namespace) -> dict:
-    # Trainer would move the model to XLA when torch-xla is installed; the baseline is eager CPU.
-    env = {**os.environ, "PYTHONPATH": str(REPO), "USE_TORCH_XLA": "0"}
+def run_hf(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> dict:
+    # Trainer moves the model to the XLA device when torch-xla is installed and enabled (its TPU code path).
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "USE_TORCH_XLA": "1" if runtime == "xla" else "0",
+        "PJRT_DEVICE": "CPU",
+    }
     command = [sys.executable, __file__, "--hf-worker", "--data", str(data), "--out", str(out), "--steps",
                str(args.steps), "--batch-size", str(args.batch_size), "--log-every", str(args.log_every)]  # fmt: skip
+    if runtime == "xla":
+        command.append("--xla")
     started = time.perf_counter()
     subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - started
     result = json.loads((out / "result.json").read_text())
     return {
-        "runner": "transformers Trainer (eager)",
+        "runner": f"transformers Trainer ({runtime})",
         "overall": round(result["tokens_per_s"], 1),
         "steady": round(result["steady"], 1),
         "final_loss": round(result["final_loss"], 4),
         "eval_loss": round(result["eval_loss"], 6),
-        "graphs": "-",
+        "graphs": result["graphs"],
         "wall_s": round(wall, 1),
     }
 
@@ -173,13 +187,14 @@ def main() -> None:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     p.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--xla", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     if args.hf_worker:
-        hf_worker(args.data, args.steps, args.batch_size, args.log_every, args.out)
+        hf_worker(args.data, args.steps, args.batch_size, args.log_every, args.out, args.xla)
         return
 
     sys.path.insert(0, str(REPO))
@@ -194,20 +209,21 @@ def main() -> None:
             tokenizer_uri=str(root / "tokenizer.json"),
             train_new_tokenizer=True,
         )
-        hf = run_hf(root / "data", root / "hf", args)
-        rows = [run_ours(runtime, root / "data", root / runtime, args) for runtime in ("eager", "xla")]
+        hf = {runtime: run_hf(runtime, root / "data", root / f"hf-{runtime}", args) for runtime in RUNTIMES}
+        ours = {runtime: run_ours(runtime, root / "data", root / runtime, args) for runtime in RUNTIMES}
     print(
         f"tiny Llama, {len(index['train'])} shard(s), seq {index['block_size']}, batch {args.batch_size}, "
         f"{args.steps} steps, 1 process each, {os.cpu_count()} CPU(s), "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}\n"
     )
-    print("| runner | tokens/s overall | tokens/s steady | vs Trainer (steady) | last loss | eval loss "
-          "| eval loss - Trainer's | XLA graphs compiled | wall s |")  # fmt: skip
+    print("| runner | tokens/s overall | tokens/s steady | vs Trainer, same runtime (steady) | last loss | eval loss "
+          "| eval loss - Trainer (eager) | XLA graphs compiled | wall s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     agree = True
-    for r in [*rows, hf]:
-        ratio = r["steady"] / hf["steady"]
-        delta = r["eval_loss"] - hf["eval_loss"]
+    reference = hf["eager"]["eval_loss"]
+    for runtime, r in [*ours.items(), *hf.items()]:
+        ratio = r["steady"] / hf[runtime]["steady"]
+        delta = r["eval_loss"] - reference
         agree = agree and abs(delta) <= LOSS_TOLERANCE
         print(f"| {r['runner']} | {r['overall']} | {r['steady']} | {ratio:.2f}x | {r['final_loss']} | "
               f"{r['eval_loss']:.4f} | {delta:+.5f} | {r['graphs']} | {r['wall_s']} |")  # fmt: skip
