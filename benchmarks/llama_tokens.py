@@ -80,6 +80,10 @@ def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str, 
     sequence = np.concatenate([order.batch(step) for step in range(steps)])
     blocks = torch.from_numpy(train_blocks[sequence])
     model = new_model(llama_config("tiny", int(read_index(data)["vocab_size"])), seed=SEED)
+    if xla:  # the optimizer must be built around the parameters on the device, as Trainer checks
+        import torch_xla
+
+        model = model.to(torch_xla.device())
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "norm" in n]
     optimizer = torch.optim.AdamW(
