@@ -72,3 +72,9 @@ bench-llama: venv
 .PHONY: test-oldest
 test-oldest:
 	PYTHON=$(PYTHON) bash .ci/oldest-airflow.sh $(PYTEST_ARGS)
+
+# Per-step host overhead: our trainers against a recipe-style bare loop and transformers' Trainer, in one run.
+.PHONY: bench-trainer
+bench-trainer: venv
+	$(BIN)/python benchmarks/trainer_overhead.py
+	$(BIN)/python benchmarks/llama_tokens.py

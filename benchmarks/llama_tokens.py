@@ -1,14 +1,18 @@
 """Tokens/s of the ``tiny`` Llama: this trainer on eager CPU and torch-xla CPU next to transformers' Trainer.
 
-Same model (preset, seed), same packed data, same batch size, optimizer and step count, same machine, one
-process each, one after the other in this one run. Prints a markdown table with the XLA graphs each run
-compiled.
+Both do the same work: the same model (preset, seed), the same blocks in the same order, the same AdamW
+groups, warmup + cosine schedule, gradient clipping, batch size and step count, on the same machine, one
+process each, one after the other in this one run, each on eager CPU and on torch-xla CPU (the Trainer
+through its own torch-xla code path). Prints a markdown table with the XLA graphs each run compiled and each
+final model's loss on the held-out blocks, scored by the same function; the runs agree when the eval losses
+are within ``LOSS_TOLERANCE`` (float32 rounding differs between eager and XLA, nothing else).
 
     .venv/bin/python benchmarks/llama_tokens.py [--steps 200] [--batch-size 8] [--threads 2]
 
 ``overall`` divides all tokens by the whole training loop's time (first-step compilation included);
-``steady`` leaves out the first logging window (for XLA: the window that compiles the graphs), and for
-transformers' Trainer the first 10 steps. Trainer reports the mean loss over the run, not the last one.
+``steady`` leaves out the first logging window (for XLA: the window that compiles the graphs), for
+transformers' Trainer its first ``--log-every`` steps. ``last loss``: this trainer's loss at the last step,
+the Trainer's mean over its last logging window.
 """
 
 from __future__ import annotations
@@ -23,31 +27,19 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+SEED, LR, WARMUP, MIN_LR_RATIO, WEIGHT_DECAY, MAX_GRAD_NORM = 0, 3e-3, 5, 0.1, 0.01, 1.0
+#: Largest eval-loss difference between any run and the Trainer that still counts as the same training.
+LOSS_TOLERANCE = 0.01
+RUNTIMES = ("eager", "xla")
 
 
 def run_ours(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> dict:
     env = {**os.environ, "TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)}
-    command = [
-        sys.executable,
-        "-m",
-        "trainer.llama.train",
-        "--data-uri",
-        str(data),
-        "--output-uri",
-        str(out),
-        "--max-steps",
-        str(args.steps),
-        "--batch-size",
-        str(args.batch_size),
-        "--log-every",
-        str(args.log_every),
-        "--lr",
-        "3e-3",
-        "--warmup-steps",
-        "5",
-        "--eval-batches",
-        "1",
-    ]
+    command = [sys.executable, "-m", "trainer.llama.train", "--data-uri", str(data), "--output-uri", str(out),
+               "--max-steps", str(args.steps), "--batch-size", str(args.batch_size), "--log-every", str(args.log_every),
+               "--seed", str(SEED), "--lr", str(LR), "--warmup-steps", str(WARMUP), "--min-lr-ratio", str(MIN_LR_RATIO),
+               "--weight-decay", str(WEIGHT_DECAY), "--max-grad-norm", str(MAX_GRAD_NORM),
+               "--eval-batches", "0"]  # fmt: skip
     started = time.perf_counter()
     subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -59,23 +51,48 @@ def run_ours(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> d
         "overall": metrics["tokens_per_s"],
         "steady": round(steady, 1),
         "final_loss": metrics["final_loss"],
+        "eval_loss": metrics["eval_loss"],
         "graphs": metrics["xla_compilations"] if runtime == "xla" else "-",
         "wall_s": round(wall, 1),
     }
 
 
-def hf_worker(data: str, steps: int, batch_size: int, out: str) -> None:
-    """transformers' Trainer on the same blocks and model: runs in its own process."""
+def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str, xla: bool) -> None:
+    """transformers' Trainer doing this trainer's exact work (runs in its own process).
+
+    Same initial weights (preset and seed), the same blocks in the same order (this trainer's ``DataOrder``
+    for one rank, fed sequentially), the same AdamW parameter groups and betas, the same warmup + cosine
+    schedule (``lr_lambda``) and gradient clipping. Its final model is then scored by the same evaluation.
+    """
+    import numpy as np
     import torch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     sys.path.insert(0, str(REPO))
+    from trainer.common.device import Runtime
     from trainer.llama.data import load_blocks, read_index
     from trainer.llama.model import new_model
     from trainer.llama.presets import llama_config
+    from trainer.llama.train import DataOrder, evaluate_loss, lr_lambda
 
-    blocks = torch.from_numpy(load_blocks(data, "train"))
-    model = new_model(llama_config("tiny", int(read_index(data)["vocab_size"])), seed=0)
+    train_blocks = load_blocks(data, "train")
+    order = DataOrder(len(train_blocks), batch_size, 0, 1, SEED)
+    sequence = np.concatenate([order.batch(step) for step in range(steps)])
+    blocks = torch.from_numpy(train_blocks[sequence])
+    model = new_model(llama_config("tiny", int(read_index(data)["vocab_size"])), seed=SEED)
+    if xla:  # the optimizer must be built around the parameters on the device, as Trainer checks
+        import torch_xla
+
+        model = model.to(torch_xla.device())
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "norm" in n]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=LR,
+        betas=(0.9, 0.95),
+        foreach=False,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(WARMUP, steps, MIN_LR_RATIO))
 
     class Blocks(torch.utils.data.Dataset):
         def __len__(self) -> int:
@@ -88,71 +105,81 @@ def hf_worker(data: str, steps: int, batch_size: int, out: str) -> None:
         output_dir=out,
         max_steps=steps,
         per_device_train_batch_size=batch_size,
-        learning_rate=3e-3,
-        warmup_steps=5,
-        lr_scheduler_type="cosine",
-        weight_decay=0.01,
-        adam_beta2=0.95,
-        max_grad_norm=1.0,
-        logging_steps=10,
+        train_sampling_strategy="sequential",
+        max_grad_norm=MAX_GRAD_NORM,
+        logging_steps=log_every,
         save_strategy="no",
         report_to=[],
-        use_cpu=True,
+        use_cpu=not xla,
         dataloader_num_workers=0,
-        seed=0,
+        seed=SEED,
         disable_tqdm=True,
     )
 
     class StepClock(TrainerCallback):
-        """Times the steps after the first logging window, like ``steady`` for this trainer."""
+        """Step end times and logged losses (each the mean over its logging window)."""
 
         marks: dict[int, float] = {}
+        losses: dict[int, float] = {}
 
         def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
             self.marks[state.global_step] = time.perf_counter()
 
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if logs and "loss" in logs:
+                self.losses[state.global_step] = logs["loss"]
+
     clock = StepClock()
-    result = Trainer(model=model, args=training, train_dataset=Blocks(), callbacks=[clock]).train()
+    trainer = Trainer(
+        model=model, args=training, train_dataset=Blocks(), callbacks=[clock], optimizers=(optimizer, scheduler)
+    )
+    result = trainer.train()
     tokens_per_step = batch_size * blocks.shape[1]
-    first = min(10, steps - 1)
+    first = min(log_every, steps - 1)
     steady = tokens_per_step * (steps - first) / (clock.marks[steps] - clock.marks[first])
+    graphs = "-"
+    if xla:
+        import torch_xla.debug.metrics as met
+
+        graphs = int(met.metric_data("CompileTime")[0])
+    eval_blocks = load_blocks(data, "eval")
+    eval_loss = evaluate_loss(model.cpu(), eval_blocks, Runtime("eager", torch.device("cpu")), batch_size)
     Path(out, "result.json").write_text(
         json.dumps(
             {
                 "tokens_per_s": steps * tokens_per_step / result.metrics["train_runtime"],
                 "steady": steady,
-                "final_loss": result.training_loss,
+                "final_loss": clock.losses[max(clock.losses)],
+                "eval_loss": eval_loss,
+                "graphs": graphs,
             }
         )
     )
 
 
-def run_hf(data: Path, out: Path, args: argparse.Namespace) -> dict:
-    # Trainer would move the model to XLA when torch-xla is installed; the baseline is eager CPU.
-    env = {**os.environ, "PYTHONPATH": str(REPO), "USE_TORCH_XLA": "0"}
-    command = [
-        sys.executable,
-        __file__,
-        "--hf-worker",
-        "--data",
-        str(data),
-        "--out",
-        str(out),
-        "--steps",
-        str(args.steps),
-        "--batch-size",
-        str(args.batch_size),
-    ]
+def run_hf(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> dict:
+    # Trainer moves the model to the XLA device when torch-xla is installed and enabled (its TPU code path).
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "USE_TORCH_XLA": "1" if runtime == "xla" else "0",
+        "PJRT_DEVICE": "CPU",
+    }
+    command = [sys.executable, __file__, "--hf-worker", "--data", str(data), "--out", str(out), "--steps",
+               str(args.steps), "--batch-size", str(args.batch_size), "--log-every", str(args.log_every)]  # fmt: skip
+    if runtime == "xla":
+        command.append("--xla")
     started = time.perf_counter()
     subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - started
     result = json.loads((out / "result.json").read_text())
     return {
-        "runner": "transformers Trainer (eager)",
+        "runner": f"transformers Trainer ({runtime})",
         "overall": round(result["tokens_per_s"], 1),
         "steady": round(result["steady"], 1),
-        "final_loss": round(result["final_loss"], 4),  # mean over the run, as Trainer reports it
-        "graphs": "-",
+        "final_loss": round(result["final_loss"], 4),
+        "eval_loss": round(result["eval_loss"], 6),
+        "graphs": result["graphs"],
         "wall_s": round(wall, 1),
     }
 
@@ -164,13 +191,14 @@ def main() -> None:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     p.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--xla", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     if args.hf_worker:
-        hf_worker(args.data, args.steps, args.batch_size, args.out)
+        hf_worker(args.data, args.steps, args.batch_size, args.log_every, args.out, args.xla)
         return
 
     sys.path.insert(0, str(REPO))
@@ -185,19 +213,26 @@ def main() -> None:
             tokenizer_uri=str(root / "tokenizer.json"),
             train_new_tokenizer=True,
         )
-        rows = [
-            run_ours("eager", root / "data", root / "eager", args),
-            run_ours("xla", root / "data", root / "xla", args),
-            run_hf(root / "data", root / "hf", args),
-        ]
+        hf = {runtime: run_hf(runtime, root / "data", root / f"hf-{runtime}", args) for runtime in RUNTIMES}
+        ours = {runtime: run_ours(runtime, root / "data", root / runtime, args) for runtime in RUNTIMES}
     print(
         f"tiny Llama, {len(index['train'])} shard(s), seq {index['block_size']}, batch {args.batch_size}, "
-        f"{args.steps} steps, 1 process each, {os.cpu_count()} CPU(s)\n"
+        f"{args.steps} steps, 1 process each, {os.cpu_count()} CPU(s), "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}\n"
     )
-    print("| runner | tokens/s overall | tokens/s steady | final loss | XLA graphs compiled | wall s |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['runner']} | {r['overall']} | {r['steady']} | {r['final_loss']} | {r['graphs']} | {r['wall_s']} |")
+    print("| runner | tokens/s overall | tokens/s steady | vs Trainer, same runtime (steady) | last loss | eval loss "
+          "| eval loss - Trainer (eager) | XLA graphs compiled | wall s |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    agree = True
+    reference = hf["eager"]["eval_loss"]
+    for runtime, r in [*ours.items(), *hf.items()]:
+        ratio = r["steady"] / hf[runtime]["steady"]
+        delta = r["eval_loss"] - reference
+        agree = agree and abs(delta) <= LOSS_TOLERANCE
+        print(f"| {r['runner']} | {r['overall']} | {r['steady']} | {ratio:.2f}x | {r['final_loss']} | "
+              f"{r['eval_loss']:.4f} | {delta:+.5f} | {r['graphs']} | {r['wall_s']} |")  # fmt: skip
+    verdict = "agree" if agree else "DIFFER"
+    print(f"\nsame training: eval losses {verdict} within {LOSS_TOLERANCE} of the Trainer's")
 
 
 if __name__ == "__main__":

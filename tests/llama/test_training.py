@@ -85,6 +85,9 @@ def test_compile_then_train_then_kill_and_resume(tmp_path, data_uri):
     full = metrics(tmp_path, "full")
     assert full["runtime"] == "xla" and full["world_size"] == 2 and full["steps"] == STEPS
     assert full["xla_cache_missing"] == 0, "the compile trial must produce every graph training needs"
+    # 2 ranks on torch-xla CPU: forward + backward, then (after the gradients crossed gloo) the update. Logging,
+    # checkpoints and the data feed run no graph of their own.
+    assert full["xla_train_graphs_run"] == 2 * STEPS
     losses = [h["loss"] for h in full["history"]]
     assert losses[-1] < losses[0] - 1.0, losses
     assert full["tokens_per_s"] > 0 and 0 < full["mfu"] < 1

@@ -81,3 +81,19 @@ def test_bad_data_exits_with_the_bad_input_code(tmp_path):
     assert status.state is JobState.FAILED
     assert status.exit_code == EXIT_BAD_INPUT
     assert any("BAD INPUT" in line and "truncated header" in line for line in status.log_tail)
+
+
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_xla_step_loop_runs_one_graph_per_step_and_reads_back_only_the_logged_losses(tmp_path, digits, ranks):
+    """The recipe's bare loop (plain SGD, one ``mark_step`` per step) compiles and runs one graph per step.
+
+    Ours must do the same once warm: the feed's sync is the step's only cut and the loss is read after its
+    graph ran. With 2 ranks on torch-xla CPU the gradients cross the host through gloo: the documented
+    second cut (forward + backward, then the update), one transfer per step, as a bare loop would need too.
+    """
+    metrics = run_trainer(tmp_path, digits, "xla", ranks, "--epochs", "1", "--momentum", "0", "--log-every", "10")
+    steps = metrics["steps"]
+    assert steps == 1437 // (32 * ranks)
+    assert metrics["xla_train_graphs"] == ranks
+    assert metrics["xla_train_graphs_run"] == ranks * steps
+    assert metrics["xla_train_host_transfers"] == steps // 10 + (steps if ranks == 2 else 0)

@@ -64,6 +64,24 @@ class Runtime:
         data = met.metric_data("CompileTime")
         return int(data[0]) if data else 0
 
+    def activity(self) -> dict[str, int]:
+        """XLA graphs compiled and run, and device-to-host transfers (each a host sync), so far (0 in eager mode).
+
+        Differences of these around a training loop show what each step costs the host: a loop at the floor
+        runs one graph per step (two with gradients reduced through the host) and reads nothing back but the
+        logged losses.
+        """
+        if not self.is_xla:
+            return {"compiled": 0, "executed": 0, "host_transfers": 0}
+        import torch_xla.debug.metrics as met
+
+        transfers = met.metric_data("TransferFromDeviceTime")
+        return {
+            "compiled": self.compilations(),
+            "executed": int(met.counter_value("ExecuteComputation") or 0),
+            "host_transfers": int(transfers[0]) if transfers else 0,
+        }
+
     def cache_counts(self) -> dict[str, int]:
         """Persistent-cache lookups: ``found`` graphs were in the cache, ``missing`` ones were new.
 

@@ -33,7 +33,12 @@ class Distributed:
         return self.world_size > 1
 
     def all_reduce_gradients(self, params: list[torch.nn.Parameter], runtime: Runtime) -> None:
-        """Average gradients over all ranks in place."""
+        """Average gradients over all ranks in place.
+
+        Over gloo on torch-xla CPU this is the step's one documented host synchronisation: the forward and
+        backward graph runs first (one graph, with the loss and gradients as outputs), then the gradients
+        cross the host once each way and the optimizer's update becomes the step's second graph.
+        """
         if not self.enabled:
             return
         grads = [p.grad for p in params if p.grad is not None]
@@ -42,6 +47,8 @@ class Distributed:
 
             xm.all_reduce(xm.REDUCE_SUM, grads, scale=1.0 / self.world_size)
             return
+        # Without this cut each gradient's host copy would trace and run a graph of its own.
+        runtime.step()
         host = runtime.to_cpu(grads)  # one device-to-host transfer for all gradients
         flat = torch.cat([g.reshape(-1) for g in host])
         dist.all_reduce(flat)

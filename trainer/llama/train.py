@@ -30,10 +30,17 @@ import numpy as np
 import torch
 
 from trainer.common import uri as uris
-from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
+from trainer.common.checkpoint import (
+    CheckpointError,
+    load_latest_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from trainer.common.device import Runtime, init_runtime
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
+from trainer.common.feed import device_feed, gather_batches
 from trainer.common.metrics import MetricsRecorder
 from trainer.llama import neuron
 from trainer.llama.data import load_blocks, read_index
@@ -122,34 +129,15 @@ class DataOrder:
     def position(self, step: int) -> tuple[int, int]:
         return divmod(step, self.steps_per_epoch)
 
-    def batch(self, step: int) -> np.ndarray:
-        epoch, index = self.position(step)
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """This rank's blocks for every step of ``epoch``, shape ``(steps_per_epoch, batch_size)``."""
         order = np.random.default_rng(self.seed + epoch).permutation(self.n_blocks)
         mine = order[self.data_rank :: self.data_world][: self.steps_per_epoch * self.batch_size]
-        return mine[index * self.batch_size : (index + 1) * self.batch_size]
+        return mine.reshape(self.steps_per_epoch, self.batch_size)
 
-
-def rng_state(runtime: Runtime) -> dict[str, Any]:
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if runtime.is_xla:
-        import torch_xla.core.xla_model as xm
-
-        state["xla"] = xm.get_rng_state()
-    return state
-
-
-def set_rng_state(state: dict[str, Any], runtime: Runtime) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if runtime.is_xla and "xla" in state:
-        import torch_xla.core.xla_model as xm
-
-        xm.set_rng_state(state["xla"])
+    def batch(self, step: int) -> np.ndarray:
+        epoch, index = self.position(step)
+        return self.epoch_order(epoch)[index]
 
 
 def evaluate_loss(
@@ -294,36 +282,26 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     tokens_per_step = args.batch_size * seq_len * data_world
     window_tokens, window_start, train_seconds, trained_tokens = 0, time.perf_counter(), 0.0, 0
     last_loss = float("nan")
-    model.train()
-    while step < args.max_steps:
-        idx = order.batch(step)
-        x = torch.from_numpy(train_blocks[idx]).to(runtime.device)
-        with autocast or _null():
-            loss = model(input_ids=x, labels=x).loss
-        loss.backward()
-        if not use_nxd:  # the NxD optimizer wrapper all-reduces and clips inside step()
-            if dist.enabled:
-                runtime.step()  # one graph for forward + backward; else each gradient's host copy compiles its own
-            dist.all_reduce_gradients(params, runtime)
-            if args.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=False)
-        runtime.step()
-        step += 1
-        window_tokens += tokens_per_step
-        if step % args.log_every == 0 or step == args.max_steps:
-            mean_loss = dist.all_reduce_sum(loss.detach().float(), runtime) / dist.world_size
+
+    def checkpoint_due(at: int) -> bool:
+        every = args.checkpoint_every
+        return bool(not args.compile_only and args.checkpoint_uri and every and at % every == 0 and at < args.max_steps)
+
+    def after_step(at: int, loss: torch.Tensor) -> None:
+        """Log and checkpoint step ``at``. Runs once that step's graph has run (the next batch's sync), so
+        reading the loss and the state are transfers, not extra graphs."""
+        nonlocal window_tokens, window_start, train_seconds, trained_tokens, last_loss
+        if at % args.log_every == 0 or at == args.max_steps:
+            mean_loss = dist.all_reduce_sum(loss.float(), runtime) / dist.world_size
             last_loss = float(mean_loss)
             elapsed = time.perf_counter() - window_start
             train_seconds += elapsed
             trained_tokens += window_tokens
             tokens_per_s = window_tokens / elapsed if elapsed > 0 else 0.0
             achieved_tflops = tokens_per_s * per_token / 1e12
-            epoch, _ = order.position(step - 1)
+            epoch, _ = order.position(at - 1)
             recorder.record(
-                step=step,
+                step=at,
                 epoch=epoch,
                 loss=round(last_loss, 6),
                 lr=scheduler.get_last_lr()[0],
@@ -336,14 +314,41 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in recorder.history)
                 uris.write_bytes(uris.join(args.output_uri, "metrics.jsonl"), lines.encode())
             window_tokens, window_start = 0, time.perf_counter()
-        if (
-            not args.compile_only
-            and args.checkpoint_uri
-            and args.checkpoint_every
-            and step % args.checkpoint_every == 0
-            and step < args.max_steps
-        ):
-            checkpoint(args, runtime, dist, model, optimizer, scheduler, order, step, use_nxd)
+        if checkpoint_due(at):
+            checkpoint(args, runtime, dist, model, optimizer, scheduler, order, at, use_nxd)
+
+    tokens = torch.from_numpy(train_blocks)
+    activity_before = runtime.activity()
+    model.train()
+    while step < args.max_steps:
+        # One feed per epoch (or what is left of it): this rank's blocks in order, gathered once.
+        epoch, index = order.position(step)
+        count = min(args.max_steps - step, order.steps_per_epoch - index)
+        batches = gather_batches((tokens,), order.epoch_order(epoch)[index : index + count])
+        pending: tuple[int, torch.Tensor] | None = None
+        with device_feed(batches, runtime) as feed:
+            for (x,) in feed:  # on XLA, taking the next batch runs the previous step's graph
+                if pending is not None:
+                    after_step(*pending)
+                    pending = None
+                with autocast or _null():
+                    loss = model(input_ids=x, labels=x).loss
+                loss.backward()
+                if not use_nxd:  # the NxD optimizer wrapper all-reduces and clips inside step()
+                    dist.all_reduce_gradients(params, runtime)
+                    if args.max_grad_norm > 0:
+                        torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=False)
+                step += 1
+                window_tokens += tokens_per_step
+                if step % args.log_every == 0 or step == args.max_steps or checkpoint_due(step):
+                    pending = (step, loss.detach())
+        runtime.step()  # a no-op when the feed ran out: the loader already ran the last graph
+        if pending is not None:
+            after_step(*pending)
+    activity = {key: value - activity_before[key] for key, value in runtime.activity().items()}
     if window_tokens:
         train_seconds += time.perf_counter() - window_start
         trained_tokens += window_tokens
@@ -379,6 +384,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "peak_tflops": args.peak_tflops or None,
         "mfu": round(tokens_per_s * per_token / 1e12 / args.peak_tflops, 8) if args.peak_tflops else None,
         "xla_compilations": runtime.compilations(),
+        "xla_train_graphs_run": activity["executed"],
+        "xla_train_host_transfers": activity["host_transfers"],
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
         "compile_only": args.compile_only,
@@ -416,7 +423,7 @@ def checkpoint(
     user = {
         "step": step,
         "data_position": {"epoch": epoch, "batch": batch},
-        "rng": rng_state(runtime),
+        "rng": rng_state(runtime.is_xla),
         "world_size": dist.world_size,
         "seed": args.seed,
     }
@@ -452,6 +459,9 @@ def resume(
         if not uris.exists(pointer):
             return 0
         latest = uris.read_json(pointer)
+        step = latest.get("step")
+        if not isinstance(step, int) or latest.get("tag") != neuron.checkpoint_tag(step):
+            raise CheckpointError(f"{pointer}: 'tag' must be step_<8 digits> for its 'step', got {latest!r}")
         user = neuron.load(args.checkpoint_uri, latest["tag"], model, optimizer, scheduler) or {}
     else:
         user = load_latest_checkpoint(args.checkpoint_uri)
@@ -462,7 +472,7 @@ def resume(
         scheduler.load_state_dict(user["scheduler"])
     step = int(user["step"])
     if "rng" in user:
-        set_rng_state(user["rng"], runtime)
+        set_rng_state(user["rng"], runtime.is_xla)
     expected = user.get("data_position")
     if expected and tuple(expected.values()) != order.position(step):
         log.warning(

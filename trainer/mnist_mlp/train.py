@@ -22,6 +22,7 @@ from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.common.device import Runtime, init_runtime, software_versions
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
+from trainer.common.feed import device_feed, gather_batches
 from trainer.common.metrics import MetricsRecorder
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
@@ -121,28 +122,37 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         start_epoch, step = state["epoch"] + 1, state["step"]
 
     recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
-    samples, train_seconds = 0, 0.0
+    first_step, train_seconds = step, 0.0
+    activity = dict.fromkeys(runtime.activity(), 0)
     done = False
     for epoch in range(start_epoch, args.epochs):
-        batches = shard_indices(len(targets), epoch, args.seed, dist, args.batch_size)
         t0 = time.perf_counter()
-        for batch in batches:
-            idx = torch.from_numpy(batch)
-            x, y = features[idx].to(runtime.device), targets[idx].to(runtime.device)
-            optimizer.zero_grad(set_to_none=False)
-            loss = F.nll_loss(model(x), y)
-            loss.backward()
-            dist.all_reduce_gradients(params, runtime)
-            optimizer.step()
-            runtime.step()
-            step += 1
-            samples += len(batch) * dist.world_size
-            if step % args.log_every == 0:
-                recorder.record(step=step, epoch=epoch, loss=round(float(runtime.to_cpu(loss)), 5))
-            if args.max_steps and step >= args.max_steps:
-                done = True
-                break
+        before = runtime.activity()
+        order = shard_indices(len(targets), epoch, args.seed, dist, args.batch_size)
+        batches = gather_batches((features, targets), order)
+        logged: tuple[int, torch.Tensor] | None = None
+        with device_feed(batches, runtime) as feed:
+            for x, y in feed:
+                if logged is not None:  # read after the graph that computed it ran: a transfer, no new graph
+                    recorder.record(step=logged[0], epoch=epoch, loss=round(float(runtime.to_cpu(logged[1])), 5))
+                    logged = None
+                optimizer.zero_grad()
+                loss = F.nll_loss(model(x), y)
+                loss.backward()
+                dist.all_reduce_gradients(params, runtime)
+                optimizer.step()
+                step += 1
+                if step % args.log_every == 0:
+                    logged = (step, loss.detach())
+                if args.max_steps and step >= args.max_steps:
+                    done = True
+                    break
+        runtime.step()  # the epoch's last step, when the feed did not run out (a no-op otherwise)
+        if logged is not None:
+            recorder.record(step=logged[0], epoch=epoch, loss=round(float(runtime.to_cpu(logged[1])), 5))
         train_seconds += time.perf_counter() - t0
+        for key, value in runtime.activity().items():
+            activity[key] += value - before[key]
         if not args.compile_only and args.checkpoint_uri and dist.is_main:
             host_state = {
                 "model": runtime.to_cpu(model.state_dict()),
@@ -155,6 +165,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         if done:
             break
 
+    samples = (step - first_step) * args.batch_size * dist.world_size
     accuracy = evaluate(model, test_x, test_y, runtime, args.eval_batch_size, max_batches=2 if args.compile_only else 0)
     cache = runtime.cache_counts()
     summary: dict[str, object] = {
@@ -166,6 +177,9 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "accuracy": round(accuracy, 5),
         "samples_per_second": round(samples / train_seconds, 2) if train_seconds else 0.0,
         "xla_compilations": runtime.compilations(),
+        "xla_train_graphs": activity["compiled"],
+        "xla_train_graphs_run": activity["executed"],
+        "xla_train_host_transfers": activity["host_transfers"],
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
         "compile_only": args.compile_only,

@@ -1,0 +1,187 @@
+"""MNIST MLP: ``trainer.mnist_mlp.train`` against a recipe-style bare loop, eager and torch-xla CPU, 1 and 2 ranks.
+
+Both run on the same generated MNIST-shaped data (60,000 x 28x28 by default), the same 784-120-84-10 MLP,
+plain SGD (lr 0.01, no momentum), batch 32 per rank, one epoch, each under ``torchrun`` with the same
+environment, one after the other and alternating, ``--repeats`` times per row. The table shows the median
+samples/s of each, their ratio (ours / bare) and the XLA graphs each training loop compiled.
+
+The bare loop is what the ECS + Trn1 recipe writes: contiguous slices of the (unshuffled) data, moved to the
+device every step, ``optimizer.step()`` and ``xm.mark_step()`` every step. With 2 ranks it averages gradients
+after the backward pass with one ``all_reduce`` per gradient over gloo (on torch-xla CPU through the host,
+as the trainer must: PJRT's CPU client has no cross-process collectives).
+
+    python benchmarks/trainer_overhead.py [--samples 60000] [--epochs 1] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BATCH = 32
+LR = 0.01
+
+
+def write_data(root: Path, samples: int, seed: int = 0) -> str:
+    """MNIST-shaped IDX files: random 28x28 images whose labels follow a fixed linear rule (learnable)."""
+    import numpy as np
+
+    from trainer.mnist_mlp.idx import write_idx
+
+    rng = np.random.default_rng(seed)
+    weights = rng.standard_normal((28 * 28, 10)).astype(np.float32)
+    for split, n in (("train", samples), ("t10k", max(1000, samples // 6))):
+        images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+        labels = (images.reshape(n, -1).astype(np.float32) @ weights).argmax(axis=1).astype(np.uint8)
+        write_idx((root / f"{split}-images-idx3-ubyte.gz").as_uri(), images, compress=False)
+        write_idx((root / f"{split}-labels-idx1-ubyte.gz").as_uri(), labels, compress=False)
+    return root.as_uri()
+
+
+def bare_worker(data_uri: str, epochs: int, out: str) -> None:
+    """The recipe's loop (runs under torchrun); rank 0 writes samples/s and graphs compiled."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    from trainer.mnist_mlp.idx import load_split
+    from trainer.mnist_mlp.model import MLP
+
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    xla = os.environ["TRAINIUM_RUNTIME"] == "xla"
+    if world > 1:
+        dist.init_process_group("gloo")
+    if xla:
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        import torch_xla.debug.metrics as met
+
+        device = torch_xla.device()
+    else:
+        device = torch.device("cpu")
+    images, labels = load_split(data_uri, "train")
+    per_rank = len(labels) // world
+    mine = slice(rank * per_rank, (rank + 1) * per_rank)
+    features = torch.from_numpy(images[mine].reshape(per_rank, -1).astype(np.float32) / 255.0)
+    targets = torch.from_numpy(labels[mine].astype(np.int64))
+    torch.manual_seed(0)
+    model = MLP().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+
+    def compiled() -> int:
+        data = met.metric_data("CompileTime") if xla else None
+        return int(data[0]) if data else 0
+
+    steps = per_rank // BATCH
+    graphs0 = compiled()
+    started = time.perf_counter()
+    for _ in range(epochs):
+        for s in range(steps):
+            x = features[s * BATCH : (s + 1) * BATCH].to(device)
+            y = targets[s * BATCH : (s + 1) * BATCH].to(device)
+            optimizer.zero_grad()
+            loss = F.nll_loss(model(x), y)
+            loss.backward()
+            if world > 1:
+                if xla:
+                    xm.mark_step()
+                for p in model.parameters():
+                    grad = p.grad.cpu() if xla else p.grad
+                    dist.all_reduce(grad)
+                    grad /= world
+                    if xla:
+                        p.grad.copy_(grad.to(device))
+            optimizer.step()
+            if xla:
+                xm.mark_step()
+    if xla:
+        xm.wait_device_ops()
+    seconds = time.perf_counter() - started
+    if rank == 0:
+        result = {"samples_per_second": epochs * steps * BATCH * world / seconds, "graphs": compiled() - graphs0}
+        Path(out).write_text(json.dumps(result))
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def torchrun(ranks: int, runtime: str, module_args: list[str]) -> None:
+    env = {**os.environ, "TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
+    done = subprocess.run(command + module_args, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{' '.join(module_args)} failed:\n{done.stderr[-3000:]}")
+
+
+def run_bare(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int) -> dict:
+    out = work / f"bare-{runtime}-{ranks}.json"
+    args = [__file__, "--bare-worker", "--data", data_uri, "--epochs", str(epochs), "--out", str(out)]
+    torchrun(ranks, runtime, args)
+    return json.loads(out.read_text())
+
+
+def run_ours(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int) -> dict:
+    out = work / f"ours-{runtime}-{ranks}"
+    args = ["-m", "trainer.mnist_mlp.train", "--data-uri", data_uri, "--output-uri", out.as_uri(),
+            "--epochs", str(epochs), "--batch-size", str(BATCH), "--lr", str(LR), "--momentum", "0",
+            "--log-every", "100"]  # fmt: skip
+    torchrun(ranks, runtime, args)
+    metrics = json.loads((out / "metrics.json").read_text())
+    return {"samples_per_second": metrics["samples_per_second"], "graphs": metrics["xla_train_graphs"]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--samples", type=int, default=60000)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for every run (0: torch's default)")
+    p.add_argument("--bare-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--data", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    sys.path.insert(0, str(REPO))
+    if args.bare_worker:
+        bare_worker(args.data, args.epochs, args.out)
+        return
+
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "data").mkdir()
+        data_uri = write_data(work / "data", args.samples)
+        for runtime in ("eager", "xla"):
+            for ranks in (1, 2):
+                bare, ours = [], []
+                for _ in range(args.repeats):  # alternate, so load changes on a shared machine hit both
+                    bare.append(run_bare(work, data_uri, runtime, ranks, args.epochs))
+                    ours.append(run_ours(work, data_uri, runtime, ranks, args.epochs))
+                rows.append((runtime, ranks, bare, ours))
+                print(f"measured {runtime} x{ranks}", file=sys.stderr, flush=True)
+
+    print(
+        f"MNIST MLP 784-120-84-10, {args.samples} samples, batch {BATCH}/rank, SGD lr {LR}, {args.epochs} epoch(s), "
+        f"median of {args.repeats} alternating runs, {os.cpu_count()} CPU(s), "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}\n"
+    )
+    print("| runtime | ranks | bare samples/s | ours samples/s | ours/bare | bare graphs | ours graphs |")
+    print("|---|---|---|---|---|---|---|")
+    for runtime, ranks, bare, ours in rows:
+        b = statistics.median(r["samples_per_second"] for r in bare)
+        o = statistics.median(r["samples_per_second"] for r in ours)
+        graphs = (str(bare[-1]["graphs"]), str(ours[-1]["graphs"])) if runtime == "xla" else ("-", "-")
+        print(f"| {runtime} | {ranks} | {b:,.0f} | {o:,.0f} | {o / b:.2f}x | {graphs[0]} | {graphs[1]} |")
+
+
+if __name__ == "__main__":
+    main()
