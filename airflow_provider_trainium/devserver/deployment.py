@@ -42,6 +42,7 @@ class Deployment:
         password: str | None = None,
         dags_folder: Path | None = None,
         extra_env: Mapping[str, str] | None = None,
+        base_env: Mapping[str, str] | None = None,
     ) -> None:
         self.home = home.resolve()
         self.state_dir = self.home / "deployment"
@@ -55,7 +56,9 @@ class Deployment:
             self.state_dir / "postgres", port=pg_port, log_file=self.log_dir / "postgres.log"
         )
         self.extra_env = dict(extra_env or {})
+        self.base_env = dict(os.environ if base_env is None else base_env)
         self.procs: dict[str, subprocess.Popen] = {}
+        self.groups: set[int] = set()  # every process group started, killed ones' leftovers included
 
     @property
     def url(self) -> str:
@@ -79,7 +82,7 @@ class Deployment:
         passwords.write_text(json.dumps({USERNAME: self.password}) + "\n")
         passwords.chmod(0o600)
         return {
-            **os.environ,
+            **self.base_env,
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.postgres.url,
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -134,6 +137,7 @@ class Deployment:
                                 stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         log.close()
         self.procs[component] = proc
+        self.groups.add(proc.pid)
         self.write_state()
         return proc
 
@@ -167,15 +171,17 @@ class Deployment:
                 parts.append(f"--- {name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
         return "\n".join(parts)
 
-    def kill(self, component: str, sig: int = signal.SIGKILL) -> None:
-        """Signal a component's whole process group (a killed scheduler takes its LocalExecutor workers along)."""
+    def kill(self, component: str, sig: int = signal.SIGKILL, *, group: bool = True) -> None:
+        """Signal a component: its whole process group, or (``group=False``) only its main process, as when
+        the scheduler alone dies and the LocalExecutor's workers keep running their tasks."""
         proc = self.procs[component]
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
+            (os.killpg if group else os.kill)(proc.pid, sig)
         proc.wait(timeout=60)
 
-    def restart(self, component: str) -> None:
-        self.kill(component)
+    def restart(self, component: str, *, group: bool = True) -> None:
+        """SIGKILL a component and start it again."""
+        self.kill(component, group=group)
         self.start_component(component)
 
     def stop(self, grace: float = 30) -> None:
@@ -187,15 +193,22 @@ class Deployment:
         for proc in self.procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            _signal_group(proc.pid, signal.SIGKILL)  # workers left in the group
             proc.wait()
+        for pgid in self.groups:  # workers left in a group, also those of killed components
+            _signal_group(pgid, signal.SIGKILL)
         self.procs.clear()
+        self.groups.clear()
         self.postgres.stop()
         (self.state_dir / "state.json").unlink(missing_ok=True)
 
     def write_state(self) -> None:
-        state = {"supervisor": os.getpid(), "url": self.url, "pg_port": self.postgres.port,
-                 "components": {name: proc.pid for name, proc in self.procs.items()}}  # fmt: skip
+        state = {
+            "supervisor": os.getpid(),
+            "url": self.url,
+            "pg_port": self.postgres.port,
+            "components": {name: proc.pid for name, proc in self.procs.items()},
+            "groups": sorted(self.groups),
+        }
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
 
 
@@ -218,7 +231,7 @@ def stop_recorded(home: Path, timeout: float = 60) -> bool:
             time.sleep(0.5)
         if not _alive(supervisor):
             return True
-    for pid in state["components"].values():  # the supervisor died without cleaning up
+    for pid in state.get("groups", state["components"].values()):  # the supervisor died without cleaning up
         _signal_group(pid, signal.SIGKILL)
     PostgresCluster(home / "deployment" / "postgres", port=state["pg_port"]).stop()
     state_file.unlink(missing_ok=True)
