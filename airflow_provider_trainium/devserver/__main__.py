@@ -29,12 +29,17 @@ def main(argv: list[str] | None = None) -> int:
         stop_recorded(args.home.resolve())  # a leftover of a killed supervisor
     deployment = Deployment(args.home, ui_port=args.port, pg_port=args.pg_port,
                             password=os.environ.get("AIRFLOW_PASSWORD"))  # fmt: skip
+    started = time.perf_counter()
+    print(f"starting PostgreSQL and Airflow in {deployment.home} (logs: {deployment.log_dir}) ...", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `make airflow-stop` while starting: start() cleans up
+    try:
+        deployment.start()
+    except KeyboardInterrupt:
+        print("stopped before it was up", flush=True)
+        return 130
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
-    started = time.perf_counter()
-    print(f"starting PostgreSQL and Airflow in {deployment.home} (logs: {deployment.log_dir}) ...", flush=True)
-    deployment.start()
     print(f"Airflow is up after {time.perf_counter() - started:.0f} s: "
           f"api-server (UI), scheduler, dag-processor, triggerer; LocalExecutor on PostgreSQL "
           f"127.0.0.1:{deployment.postgres.port}\n"
@@ -52,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         deployment.stop()
         print("stopped", flush=True)
     return 0
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
