@@ -98,7 +98,7 @@ def wait_for(condition, timeout: float, what: str, deployment: Deployment) -> An
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{deployment.tail()}")
 
 
-def wait_run(api: Api, deployment: Deployment, dag_id: str, run_id: str, timeout: float = 300) -> str:
+def wait_run(api: Api, deployment: Deployment, dag_id: str, run_id: str, timeout: float = 900) -> str:
     state = wait_for(lambda: (s := api.run_state(dag_id, run_id)) in TERMINAL and s, timeout,
                      f"{dag_id} {run_id} to finish", deployment)  # fmt: skip
     return state

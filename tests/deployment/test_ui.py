@@ -138,6 +138,7 @@ def test_bad_numbers_are_refused_by_the_form_and_a_bad_layout_never_reaches_a_jo
     reason="links/: the Batch links read the XCom key trainium_batch_job on local runs, logging ERROR "
     "'XCom not found' from every job task",
     strict=True,
+    raises=AssertionError,  # a timeout or an error is a failure, not the defect
 )
 def test_run_triggered_from_the_form_succeeds_and_train_shows_its_links_and_a_clean_log(page, deployment, api):
     api.unpause(MNIST)
@@ -169,7 +170,9 @@ def test_run_triggered_from_the_form_succeeds_and_train_shows_its_links_and_a_cl
 
 
 @pytest.mark.xfail(
-    reason="provider info declares no connection type: the trainium form is Airflow's generic one", strict=True
+    reason="provider info declares no connection type: the trainium form is Airflow's generic one",
+    strict=True,
+    raises=AssertionError,
 )
 def test_connections_page_offers_the_trainium_type_with_its_own_labelled_fields(page, deployment):
     from playwright.sync_api import expect
@@ -179,7 +182,9 @@ def test_connections_page_offers_the_trainium_type_with_its_own_labelled_fields(
     page.get_by_role("button", name="Add Connection").click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_role("combobox").first.click()
-    page.get_by_role("option", name=re.compile("trainium", re.IGNORECASE)).first.click()
+    page.get_by_role("option", name=re.compile("trainium", re.IGNORECASE)).first.click()  # "trainium" or its hook-name
+    extra = dialog.get_by_role("button", name="Extra Fields", exact=True)
+    if extra.count():  # the provider's own fields sit in a collapsed section
+        extra.click()
     for label in ("artifact", "queue", "cluster"):  # expect() waits for the form to re-render for the type
-        expect(dialog).to_contain_text(re.compile(label, re.IGNORECASE))
-    expect(dialog).not_to_contain_text("Connection type missing")
+        expect(dialog.locator("label", has_text=re.compile(label, re.IGNORECASE)).first).to_be_visible()
