@@ -87,6 +87,14 @@ class Api:
         return "\n".join(lines)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whole DAG runs on a busy 2-core machine outlast the suite's 15-minute per-test default (which also
+    covers starting the deployment in the first test)."""
+    for item in items:
+        if item.path.parent.name == "deployment" and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(2400))
+
+
 def wait_for(condition, timeout: float, what: str, deployment: Deployment) -> Any:
     """Poll ``condition`` until it returns something truthy; on timeout fail with the components' log tails."""
     deadline = time.monotonic() + timeout
