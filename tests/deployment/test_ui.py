@@ -134,6 +134,12 @@ def test_bad_numbers_are_refused_by_the_form_and_a_bad_layout_never_reaches_a_jo
     assert training_processes(deployment.home, "trainer.") == []
 
 
+def train_errors(log_file, run_id: str) -> list[str]:
+    """ERROR lines a worker logged about this run's ``train`` task."""
+    return [line for line in log_file.read_text().splitlines()
+            if run_id in line and "'train'" in line and re.search(r"\[(error|critical)\s*\]", line)]  # fmt: skip
+
+
 @pytest.mark.xfail(
     reason="links/: the Batch links read the XCom key trainium_batch_job on local runs, logging ERROR "
     "'XCom not found' from every job task",
@@ -161,9 +167,7 @@ def test_run_triggered_from_the_form_succeeds_and_train_shows_its_links_and_a_cl
     entries = api.log_entries(MNIST, run_id, "train", 1)
     assert [e["event"] for e in entries if e.get("level") in ("error", "critical")] == []
     # What the worker printed for this task (the LocalExecutor's output goes to the scheduler's log).
-    worker = [line for line in (deployment.log_dir / "scheduler.log").read_text().splitlines()
-              if run_id in line and re.search(r"\[(error|critical)\s*\]", line)]  # fmt: skip
-    assert worker == []
+    assert train_errors(deployment.log_dir / "scheduler.log", run_id) == []
     links = api.get(f"dags/{MNIST}/dagRuns/{run_id}/taskInstances/train/links")["extra_links"]
     if "Extra Links" in shown:  # a heading is only shown with at least one link under it
         assert any(url for url in links.values()), links
