@@ -78,3 +78,13 @@ test-oldest:
 bench-trainer: venv
 	$(BIN)/python benchmarks/trainer_overhead.py
 	$(BIN)/python benchmarks/llama_tokens.py
+
+# The whole deployment on this machine: PostgreSQL (cluster under .airflow/deployment/postgres, 127.0.0.1 only),
+# api-server (UI), scheduler, dag-processor and triggerer with the LocalExecutor; logs in .airflow/logs.
+# Prints the UI address and the login; Ctrl-C or `make airflow-stop` stops it. `make demo` stays on SQLite.
+.PHONY: airflow airflow-stop
+airflow: venv
+	$(BIN)/python -m airflow_provider_trainium.devserver up
+
+airflow-stop:
+	$(BIN)/python -m airflow_provider_trainium.devserver stop

@@ -7,6 +7,9 @@ need make make
 # Image tests: a real daemonless build (buildah) pushed to a local registry (docker-registry).
 need buildah buildah
 need docker-registry docker-registry
+# The `make airflow` deployment and its tests: a PostgreSQL server, and a browser for the UI tests.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || packages+=(postgresql)
+need chromium chromium
 if ((${#packages[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
