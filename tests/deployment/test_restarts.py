@@ -131,11 +131,6 @@ def batch_deployment(deployment, api, moto_reset, monkeypatch) -> Iterator[dict[
             api.request("DELETE", f"connections/{conn_id}")
 
 
-@pytest.mark.xfail(
-    reason="triggers/: a restarted trigger reads every node's log stream from the start again",
-    strict=True,
-    raises=AssertionError,
-)
 def test_triggerer_killed_while_a_batch_job_is_deferred_one_submit_and_no_repeated_lines(
     deployment, api, batch_deployment
 ):

@@ -140,12 +140,6 @@ def train_errors(log_file, run_id: str) -> list[str]:
             if run_id in line and "'train'" in line and re.search(r"\[(error|critical)\s*\]", line)]  # fmt: skip
 
 
-@pytest.mark.xfail(
-    reason="links/: the Batch links read the XCom key trainium_batch_job on local runs, logging ERROR "
-    "'XCom not found' from every job task",
-    strict=True,
-    raises=AssertionError,  # a timeout or an error is a failure, not the defect
-)
 def test_run_triggered_from_the_form_succeeds_and_train_shows_its_links_and_a_clean_log(page, deployment, api):
     api.unpause(MNIST)
     runs = api.run_ids(MNIST)
@@ -173,11 +167,6 @@ def test_run_triggered_from_the_form_succeeds_and_train_shows_its_links_and_a_cl
         assert any(url for url in links.values()), links
 
 
-@pytest.mark.xfail(
-    reason="provider info declares no connection type: the trainium form is Airflow's generic one",
-    strict=True,
-    raises=AssertionError,
-)
 def test_connections_page_offers_the_trainium_type_with_its_own_labelled_fields(page, deployment):
     from playwright.sync_api import expect
 
