@@ -1,0 +1,122 @@
+"""Hugging Face checkpoints out: a fine-tune from a sharded directory writes shards + index that
+``AutoModelForCausalLM`` / ``AutoTokenizer`` load, with the trainer's logits, and records its base's lineage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests.llama.hf_fixtures import save_tiny_llama
+from trainer.llama.data import prepare
+from trainer.llama.hf_checkpoint import INDEX, WEIGHTS, HFCheckpoint
+from trainer.llama.hf_export import ShardWriter, shard_file_names, shard_plan
+from trainer.llama.model import base_model, build_config
+from trainer.llama.train import main, parse_args, train
+
+#: transformers' default (sdpa) attention against the trainer's eager attention, both fp32, on the same
+#: weights: the sums run in a different order, so they agree to float32 rounding over 2 layers, not bit for bit.
+LOGITS_ATOL = 1e-4
+SHARD_BYTES = 60_000  # ~0.9 MB of fp32 weights: a dozen output shards
+
+
+def test_shard_plan_splits_like_save_pretrained():
+    sizes = [("a", 40), ("b", 40), ("c", 30), ("d", 200), ("e", 10)]
+    assert shard_plan(sizes, 100) == [["a", "b"], ["c"], ["d"], ["e"]]
+    assert shard_plan(sizes, 10_000) == [["a", "b", "c", "d", "e"]]
+    assert shard_file_names(1) == [WEIGHTS]
+    assert shard_file_names(3)[1] == "model-00002-of-00003.safetensors"
+
+
+def test_writer_takes_tensors_in_any_order_and_writes_each_shard_when_complete(tmp_path):
+    tensors = {f"t{i}": torch.full((25,), float(i)) for i in range(5)}  # 100 bytes each
+    writer = ShardWriter(tmp_path.as_uri(), [(n, 100) for n in tensors], max_shard_bytes=250)
+    written = lambda: sorted(p.name for p in tmp_path.iterdir())  # noqa: E731
+    writer.add("t4", tensors["t4"])
+    assert written() == ["model-00003-of-00003.safetensors"]  # its shard is complete
+    writer.add("t1", tensors["t1"])
+    assert written() == ["model-00003-of-00003.safetensors"] and set(writer.buffers[0]) == {"t1"}
+    writer.add("t0", tensors["t0"])
+    assert "model-00001-of-00003.safetensors" in written() and writer.buffers[0] == {}
+    for name in ("t3", "t2"):
+        writer.add(name, tensors[name])
+    assert writer.finish() == shard_file_names(3)
+    index = json.loads((tmp_path / INDEX).read_text())
+    assert index["metadata"]["total_size"] == 500
+    assert index["weight_map"]["t3"] == "model-00002-of-00003.safetensors"
+    with pytest.raises(RuntimeError, match="never written"):
+        ShardWriter(tmp_path.as_uri(), [("x", 4)]).finish()
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf-finetune")
+    base = root / "base"
+    save_tiny_llama(base)
+    data = root / "data"
+    prepare(str(data), synthetic_date="2026-01-01", tokenizer_uri=str(base / "tokenizer.json"))
+    out = root / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRAINIUM_RUNTIME", "eager")
+        summary = train(parse_args(["--data-uri", str(data), "--output-uri", out.as_uri(), "--base-model-uri",
+                                    base.as_uri(), "--max-steps", "4", "--log-every", "2", "--batch-size", "4",
+                                    "--max-shard-bytes", str(SHARD_BYTES)]))  # fmt: skip
+    return base, data, out, summary
+
+
+def test_finetune_output_is_sharded_and_loads_with_from_pretrained_with_the_trainers_logits(finetuned):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base, _, out, _ = finetuned
+    shards = sorted(p.name for p in out.glob("model-*.safetensors"))
+    assert len(shards) > 2 and not (out / WEIGHTS).exists()
+    assert sorted(set(json.loads((out / INDEX).read_text())["weight_map"].values())) == shards
+
+    hf = AutoModelForCausalLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    batch = tokenizer(["### Instruction:\nname a colour\n### Response:\nblue", "the cat sat"], return_tensors="pt",
+                      padding=True)  # fmt: skip
+    assert batch["input_ids"].shape[0] == 2 and batch["input_ids"].max() < hf.config.vocab_size
+    checkpoint = HFCheckpoint(out.as_uri())
+    ours = base_model(build_config("tiny", hf.config.vocab_size, checkpoint), 0, checkpoint).eval()
+    with torch.no_grad():
+        expected = ours(**batch).logits
+        got = hf(**batch).logits
+    torch.testing.assert_close(got, expected, rtol=0, atol=LOGITS_ATOL)
+    base_state = HFCheckpoint(base.as_uri())
+    start = base_model(build_config("tiny", hf.config.vocab_size, base_state), 0, base_state)
+    assert not torch.equal(start.model.layers[0].mlp.up_proj.weight, ours.model.layers[0].mlp.up_proj.weight)
+
+
+def test_registered_finetune_records_its_base_and_loads_from_the_registry(finetuned, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from airflow_provider_trainium.registry import ModelRegistry
+    from trainer.common.uri import local_path
+
+    base, data, out, summary = finetuned
+    expected = HFCheckpoint(base.as_uri()).fingerprint()
+    assert summary["base_model"] == expected
+    assert json.loads((out / "lineage.json").read_text())["base_model"] == expected
+    registry = ModelRegistry((tmp_path / "registry").as_uri())
+    version = registry.register("tiny-ft", out.as_uri(), base_model=base.as_uri()).version
+    assert version.manifest["metrics"]["base_model"] == expected  # the manifest carries the base's content hash
+    model = AutoModelForCausalLM.from_pretrained(local_path(version.uri))
+    assert model.config.num_hidden_layers == 2
+
+
+def test_a_base_the_trainer_cannot_represent_exits_65_before_training(finetuned, tmp_path, capsys, monkeypatch):
+    base, data, _, _ = finetuned
+    config = json.loads((base / "config.json").read_text())
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text(json.dumps({**config, "model_type": "gemma"}))
+    monkeypatch.setenv("TRAINIUM_RUNTIME", "eager")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--data-uri", str(data), "--output-uri", (tmp_path / "o").as_uri(), "--base-model-uri", str(bad),
+              "--max-steps", "1"])  # fmt: skip
+    assert exit_info.value.code == 65
+    err = capsys.readouterr().err
+    assert "BAD INPUT: base model" in err and "model_type 'gemma' is not supported" in err
+    assert not (tmp_path / "o").exists()
