@@ -341,3 +341,25 @@ def save_full_model(
     files = writer.finish()
     write_config(config, output_uri)
     return files
+
+
+def memory_table(presets: dict[str, Any], instances: dict[str, tuple[int, int]], vocab: int = 32000) -> list[str]:
+    """Rows of docs/llama.md's host memory table: per preset and instance type (ranks per node, host GiB),
+    the smallest tensor-parallel size whose weights fit, and the fp32 weights each rank then holds."""
+    from trainer.llama.presets import llama_config
+
+    rows = []
+    for name, preset in presets.items():
+        config = llama_config(preset, vocab)
+        for instance, (ranks, host_gib) in instances.items():
+            sizes = [t for t in (1, 2, 4, 8, 16, 32, 64) if not ranks % t and not config.num_key_value_heads % t]
+            fitting = [t for t in sizes if model_bytes(config, t) * ranks <= host_gib * 2**30]
+            if not fitting:
+                rows.append(f"| `{name}` | {instance} | {ranks} | none fits | | | {host_gib} |")
+                continue
+            tp = fitting[0]
+            per_rank = model_bytes(config, tp) / 2**30
+            rows.append(
+                f"| `{name}` | {instance} | {ranks} | {tp} | {per_rank:.2f} | {per_rank * ranks:.1f} | {host_gib} |"
+            )
+    return rows
