@@ -248,8 +248,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     train_blocks = load_blocks(args.data_uri, "train")
     eval_blocks = load_blocks(args.data_uri, "eval")
     seq_len = int(index["block_size"])
-    checkpoint = HFCheckpoint(args.base_model_uri) if args.base_model_uri else None
-    config = build_config(args.preset, int(index["vocab_size"]), checkpoint)
+    base = HFCheckpoint(args.base_model_uri) if args.base_model_uri else None
+    config = build_config(args.preset, int(index["vocab_size"]), base)
 
     data_rank, data_world = dist.rank, dist.world_size
     if use_nxd:
@@ -267,11 +267,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                                             neuron.host_memory_bytes())  # fmt: skip
         log.info("host memory for weights: %.2f GiB per rank x %d ranks", per_rank / 2**30, local_ranks)
         nxd_config = neuron.make_config(parallel)
-        model = neuron.parallel_model(nxd_config, config, args.seed, checkpoint)
+        model = neuron.parallel_model(nxd_config, config, args.seed, base)
         optimizer = neuron.parallel_optimizer(nxd_config, model, args.lr, args.weight_decay)
         data_rank, data_world = neuron.data_parallel_layout()
     else:
-        model = base_model(config, args.seed, checkpoint).to(runtime.device)
+        model = base_model(config, args.seed, base).to(runtime.device)
         decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n]
         no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "norm" in n]
         optimizer = torch.optim.AdamW(
@@ -396,8 +396,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "base_model_uri": args.base_model_uri,
         "data_uri": args.data_uri,
     }
-    if checkpoint is not None and dist.is_main and not args.compile_only:
-        summary["base_model"] = checkpoint.fingerprint()  # lineage: flat, so the registry manifest keeps it
+    if base is not None and dist.is_main and not args.compile_only:
+        summary["base_model"] = base.fingerprint()  # lineage: flat, so the registry manifest keeps it
     log.info("summary %s", json.dumps(summary, sort_keys=True))
     if args.output_uri and not args.compile_only:
         if use_nxd:  # every rank joins the gathers; rank 0 writes
