@@ -11,7 +11,7 @@ import torch
 from tests.llama.hf_fixtures import save_tiny_llama
 from trainer.llama.data import prepare
 from trainer.llama.hf_checkpoint import INDEX, WEIGHTS, HFCheckpoint
-from trainer.llama.hf_export import ShardWriter, shard_file_names, shard_plan
+from trainer.llama.hf_export import ShardWriter, save_model, shard_file_names, shard_plan, write_tokenizer
 from trainer.llama.model import base_model, build_config
 from trainer.llama.train import main, parse_args, train
 
@@ -87,6 +87,29 @@ def test_finetune_output_is_sharded_and_loads_with_from_pretrained_with_the_trai
     base_state = HFCheckpoint(base.as_uri())
     start = base_model(build_config("tiny", hf.config.vocab_size, base_state), 0, base_state)
     assert not torch.equal(start.model.layers[0].mlp.up_proj.weight, ours.model.layers[0].mlp.up_proj.weight)
+
+
+def test_the_trainers_model_saved_and_loaded_by_transformers_gives_the_same_logits(finetuned, tmp_path):
+    """In memory, never reloaded by the trainer: what transformers rebuilds from our files is the same model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base, data, _, _ = finetuned
+    checkpoint = HFCheckpoint(base.as_uri())
+    config = build_config("tiny", 400, checkpoint)
+    model = base_model(config, 0, checkpoint).eval()
+    with torch.no_grad():  # move away from the base so nothing could come from its files
+        generator = torch.Generator().manual_seed(1)
+        for param in model.parameters():
+            param.add_(0.05 * torch.randn(param.shape, generator=generator))
+    out = tmp_path / "saved"
+    files = save_model(model.state_dict(), config, out.as_uri(), max_shard_bytes=SHARD_BYTES)
+    write_tokenizer(out.as_uri(), str(data), base.as_uri(), config.max_position_embeddings)
+    assert len(files) > 2
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    batch = tokenizer(["### Response:\nblue sky", "the cat sat on the mat"], return_tensors="pt", padding=True)
+    hf = AutoModelForCausalLM.from_pretrained(out).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(**batch).logits, model(**batch).logits, rtol=0, atol=LOGITS_ATOL)
 
 
 def test_registered_finetune_records_its_base_and_loads_from_the_registry(finetuned, tmp_path):
