@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from tests.llama.hf_fixtures import save_tiny_llama
+from tests.llama.hf_fixtures import ReadSpy, save_tiny_llama
 from trainer.llama.data import prepare
 from trainer.llama.hf_checkpoint import INDEX, WEIGHTS, HFCheckpoint
 from trainer.llama.hf_export import ShardWriter, save_model, shard_file_names, shard_plan, write_tokenizer
@@ -59,16 +59,24 @@ def finetuned(tmp_path_factory):
     out = root / "out"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRAINIUM_RUNTIME", "eager")
+        spy = ReadSpy().install(mp)
         summary = train(parse_args(["--data-uri", str(data), "--output-uri", out.as_uri(), "--base-model-uri",
                                     base.as_uri(), "--max-steps", "4", "--log-every", "2", "--batch-size", "4",
                                     "--max-shard-bytes", str(SHARD_BYTES)]))  # fmt: skip
-    return base, data, out, summary
+    return base, data, out, summary, spy
+
+
+def test_the_trainer_reads_each_base_tensor_once(finetuned):
+    base, *_, spy = finetuned
+    weight_map = json.loads((base / INDEX).read_text())["weight_map"]
+    assert spy.tensors == dict.fromkeys(weight_map, 1)
+    assert spy.opened == dict.fromkeys(set(weight_map.values()), 1)
 
 
 def test_finetune_output_is_sharded_and_loads_with_from_pretrained_with_the_trainers_logits(finetuned):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base, _, out, _ = finetuned
+    base, _, out, *_ = finetuned
     shards = sorted(p.name for p in out.glob("model-*.safetensors"))
     assert len(shards) > 2 and not (out / WEIGHTS).exists()
     assert sorted(set(json.loads((out / INDEX).read_text())["weight_map"].values())) == shards
@@ -93,7 +101,7 @@ def test_the_trainers_model_saved_and_loaded_by_transformers_gives_the_same_logi
     """In memory, never reloaded by the trainer: what transformers rebuilds from our files is the same model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base, data, _, _ = finetuned
+    base, data, *_ = finetuned
     checkpoint = HFCheckpoint(base.as_uri())
     config = build_config("tiny", 400, checkpoint)
     model = base_model(config, 0, checkpoint).eval()
@@ -118,7 +126,7 @@ def test_registered_finetune_records_its_base_and_loads_from_the_registry(finetu
     from airflow_provider_trainium.registry import ModelRegistry
     from trainer.common.uri import local_path
 
-    base, data, out, summary = finetuned
+    base, data, out, summary, _ = finetuned
     expected = HFCheckpoint(base.as_uri()).fingerprint()
     assert summary["base_model"] == expected
     assert json.loads((out / "lineage.json").read_text())["base_model"] == expected
@@ -130,7 +138,7 @@ def test_registered_finetune_records_its_base_and_loads_from_the_registry(finetu
 
 
 def test_a_base_the_trainer_cannot_represent_exits_65_before_training(finetuned, tmp_path, capsys, monkeypatch):
-    base, data, _, _ = finetuned
+    base, data, *_ = finetuned
     config = json.loads((base / "config.json").read_text())
     bad = tmp_path / "bad"
     bad.mkdir()
