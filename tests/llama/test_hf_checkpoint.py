@@ -139,3 +139,18 @@ def test_tied_embeddings_load_without_an_lm_head_tensor(tmp_path):
     model = base_model(build_config("tiny", 400, checkpoint), 0, checkpoint)
     assert model.lm_head.weight is model.model.embed_tokens.weight
     torch.testing.assert_close(model.lm_head.weight, saved["model.embed_tokens.weight"], rtol=0, atol=0)
+
+
+def test_a_single_model_safetensors_is_listed_from_its_header_and_read_once(hf_dir, tmp_path, monkeypatch):
+    from trainer.llama.hf_export import save_model
+
+    folder, saved = hf_dir
+    config = build_config("tiny", 400, HFCheckpoint(folder.as_uri()))
+    save_model(saved, config, str(tmp_path))  # a plain path works as well as a URI
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+    spy = ReadSpy().install(monkeypatch)
+    checkpoint = HFCheckpoint(str(tmp_path))
+    assert set(checkpoint.weight_map) == set(saved) and spy.opened == {}  # the header alone, not safetensors
+    model = base_model(build_config("tiny", 400, checkpoint), 0, checkpoint)
+    assert spy.opened == {"model.safetensors": 1} and set(spy.tensors.values()) == {1}
+    torch.testing.assert_close(model.state_dict()["lm_head.weight"], saved["lm_head.weight"], rtol=0, atol=0)
