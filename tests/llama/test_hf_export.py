@@ -151,3 +151,33 @@ def test_a_base_the_trainer_cannot_represent_exits_65_before_training(finetuned,
     err = capsys.readouterr().err
     assert "BAD INPUT: base model" in err and "model_type 'gemma' is not supported" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_finetune_from_a_base_on_s3(finetuned, aws_conn_id, monkeypatch, tmp_path):
+    """The trainer reaches the moto server through the AWS_* environment local compute passes to jobs."""
+    import os
+
+    import boto3
+    import fsspec
+
+    from tests.conftest import MOTO_REGION
+
+    base, data, *_ = finetuned
+    endpoint = json.loads(os.environ["AIRFLOW_CONN_AWS_MOTO"])["extra"]["endpoint_url"]
+    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": MOTO_REGION, "TRAINIUM_RUNTIME": "eager",
+           "TRAINIUM_WEIGHTS_CACHE": str(tmp_path / "cache")}  # fmt: skip
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=MOTO_REGION)
+    s3.create_bucket(Bucket="models")
+    for path in base.iterdir():
+        s3.upload_file(str(path), "models", f"base/{path.name}")
+    fsspec.filesystem("s3").clear_instance_cache()
+    out = tmp_path / "out"
+    args = ["--data-uri", str(data), "--output-uri", out.as_uri(), "--base-model-uri", "s3://models/base",
+            "--max-steps", "2", "--log-every", "1", "--batch-size", "4"]  # fmt: skip
+    summary = train(parse_args(args))
+    assert summary["base_model"]["uri"] == "s3://models/base"
+    assert summary["base_model"]["fingerprint"] == HFCheckpoint(base.as_uri()).fingerprint()["fingerprint"]
+    assert (out / WEIGHTS).exists() and (out / "tokenizer_config.json").exists()
