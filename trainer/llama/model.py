@@ -9,7 +9,6 @@ import torch
 
 from trainer.common.errors import BadInputError
 from trainer.llama.hf_checkpoint import HFCheckpoint, Part
-from trainer.llama.hf_export import save_model  # noqa: F401  (the trainer's save entry point)
 from trainer.llama.presets import llama_config
 
 
