@@ -80,8 +80,9 @@ with DAG(
             "llama-pretrain@latest",
             type="string",
             minLength=1,
-            description="registry reference (name@alias, name:version) or a URI with model.safetensors, "
-            "config.json and tokenizer.json",
+            description="registry reference (name@alias, name:version) or the URI (file://, s3://) of a Hugging "
+            "Face model directory: config.json, model.safetensors or shards + model.safetensors.index.json, "
+            "tokenizer.json",
         ),
         "input_uri": Param(
             None,

@@ -17,17 +17,17 @@ from trainer.common import uri as uris
 from trainer.common.device import init_runtime
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.llama.data import load_blocks, read_index
-from trainer.llama.model import build_config, load_base_weights, new_model
+from trainer.llama.hf_checkpoint import HFCheckpoint
+from trainer.llama.model import base_model, build_config
 from trainer.llama.train import evaluate_loss
 
 log = logging.getLogger("trainer")
 
 
 def model_loss(model_uri: str | None, like_uri: str, data_uri: str, runtime, batch_size: int, vocab: int) -> float:
-    config = build_config("tiny", vocab, model_uri or like_uri)
-    model = new_model(config, seed=0)
-    if model_uri:
-        load_base_weights(model, model_uri)
+    checkpoint = HFCheckpoint(model_uri) if model_uri else None
+    config = build_config("tiny", vocab, checkpoint or HFCheckpoint(like_uri))
+    model = base_model(config, 0, checkpoint)
     blocks = load_blocks(data_uri, "eval")
     if len(blocks) == 0:
         blocks = load_blocks(data_uri, "train")

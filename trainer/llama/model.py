@@ -1,32 +1,28 @@
-"""Building, loading and saving the Llama model (transformers' ``LlamaForCausalLM``) on the host."""
+"""Building the Llama model (transformers' ``LlamaForCausalLM``) and filling it from a base checkpoint."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from trainer.common import uri as uris
 from trainer.common.errors import BadInputError
+from trainer.llama.hf_checkpoint import HFCheckpoint, Part
 from trainer.llama.presets import llama_config
 
-WEIGHTS = "model.safetensors"
-CONFIG = "config.json"
 
+def build_config(preset: str, vocab_size: int, base: HFCheckpoint | str | None) -> Any:
+    """The base model's own config when fine-tuning, else the preset's for this vocabulary.
 
-def build_config(preset: str, vocab_size: int, base_model_uri: str | None) -> Any:
-    """The base model's own config when fine-tuning, else the preset's for this vocabulary."""
-    from transformers import LlamaConfig
-
-    if base_model_uri:
-        config_uri = uris.join(base_model_uri, CONFIG)
-        if not uris.exists(config_uri):
-            raise BadInputError(f"base model {base_model_uri} has no {CONFIG}")
-        config = LlamaConfig.from_dict(json.loads(uris.read_bytes(config_uri)))
-        if config.vocab_size != vocab_size:
+    A base vocabulary larger than the tokenizer's is fine (checkpoints pad it); a smaller one is not.
+    """
+    if base:
+        checkpoint = base if isinstance(base, HFCheckpoint) else HFCheckpoint(base)
+        config = checkpoint.config()
+        if config.vocab_size < vocab_size:
             raise BadInputError(
-                f"base model vocabulary ({config.vocab_size}) differs from the data's tokenizer ({vocab_size}); "
+                f"base model vocabulary ({config.vocab_size}) is smaller than the data's tokenizer ({vocab_size}); "
                 "prepare the data with the base model's tokenizer.json"
             )
         return config
@@ -42,29 +38,52 @@ def new_model(config: Any, seed: int) -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
-def read_weights(base_model_uri: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load
-
-    weights_uri = base_model_uri if base_model_uri.endswith(".safetensors") else uris.join(base_model_uri, WEIGHTS)
-    if not uris.exists(weights_uri):
-        raise BadInputError(f"no {WEIGHTS} at {base_model_uri}")
-    return load(uris.read_bytes(weights_uri))
+def is_buffer_name(name: str) -> bool:
+    return "rotary_emb." in name
 
 
-def load_base_weights(model: torch.nn.Module, base_model_uri: str) -> None:
-    missing, unexpected = model.load_state_dict(read_weights(base_model_uri), strict=False)
-    missing = [k for k in missing if not k.endswith("rotary_emb.inv_freq")]
+def check_names(model_names: list[str], checkpoint: HFCheckpoint, config: Any) -> None:
+    """The checkpoint holds exactly the model's weights (a tied LM head may be absent): checked from the
+    index before any tensor is read."""
+    wanted = {n for n in model_names if not is_buffer_name(n)}
+    have = set(checkpoint.weight_map)
+    missing = sorted(wanted - have)
+    if getattr(config, "tie_word_embeddings", False):
+        missing = [n for n in missing if n != "lm_head.weight"]
+    unexpected = sorted(n for n in have - wanted if not is_buffer_name(n))
     if missing or unexpected:
-        raise BadInputError(f"base weights do not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise BadInputError(
+            f"base weights at {checkpoint.uri} do not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
 
 
-def save_model(state_dict: dict[str, torch.Tensor], config: Any, output_uri: str) -> None:
-    """``model.safetensors`` + ``config.json``: loadable by transformers' ``from_pretrained`` too."""
-    from safetensors.torch import save
+def load_weights(
+    model: torch.nn.Module,
+    checkpoint: HFCheckpoint,
+    config: Any,
+    part_of: Callable[[str], Part | None] = lambda name: None,
+) -> int:
+    """Copy the checkpoint into the model's parameters in place, shard file by shard file, each tensor
+    read once (only this rank's ``part_of`` it); returns the number of tensors read."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    check_names(list(params), checkpoint, config)
+    names = [n for n in params if n in checkpoint.weight_map]
+    count = 0
+    with torch.no_grad():
+        for name, tensor in checkpoint.read(names, part_of):
+            target = params[name]
+            if tuple(target.shape) != tuple(tensor.shape):
+                raise BadInputError(
+                    f"base weight {name} has shape {tuple(tensor.shape)}, the model expects {tuple(target.shape)}"
+                )
+            target.copy_(tensor)
+            count += 1
+    return count
 
-    tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
-    uris.write_bytes(uris.join(output_uri, WEIGHTS), save(tensors, metadata={"format": "pt"}))
-    values = config.to_dict()
-    values.pop("_attn_implementation", None)
-    values["architectures"] = ["LlamaForCausalLM"]
-    uris.write_bytes(uris.join(output_uri, CONFIG), json.dumps(values, indent=2, sort_keys=True).encode())
+
+def base_model(config: Any, seed: int, checkpoint: HFCheckpoint | None) -> torch.nn.Module:
+    """The whole model on this host: the seeded initialization, overwritten by the base weights if any."""
+    model = new_model(config, seed)
+    if checkpoint is not None:
+        load_weights(model, checkpoint, config)
+    return model

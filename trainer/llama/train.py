@@ -44,7 +44,9 @@ from trainer.common.feed import device_feed, gather_batches
 from trainer.common.metrics import MetricsRecorder
 from trainer.llama import neuron
 from trainer.llama.data import load_blocks, read_index
-from trainer.llama.model import build_config, load_base_weights, new_model, read_weights, save_model
+from trainer.llama.hf_checkpoint import HFCheckpoint
+from trainer.llama.hf_export import DEFAULT_MAX_SHARD_BYTES, save_model, write_tokenizer
+from trainer.llama.model import base_model, build_config
 from trainer.llama.presets import PRESETS, flops_per_token
 
 log = logging.getLogger("trainer")
@@ -59,7 +61,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint-uri", default=env("TRAINIUM_CHECKPOINT_URI"))
     p.add_argument("--compile-cache-uri", default=env("TRAINIUM_COMPILE_CACHE_URI"))
     p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
-    p.add_argument("--base-model-uri", default=None, help="directory with model.safetensors + config.json")
+    p.add_argument(
+        "--base-model-uri",
+        default=None,
+        help="Hugging Face model directory: config.json, model.safetensors or shards + index, tokenizer files",
+    )
+    p.add_argument(
+        "--max-shard-bytes",
+        type=int,
+        default=DEFAULT_MAX_SHARD_BYTES,
+        help="largest output weight file; larger models are split into shards with an index",
+    )
     p.add_argument("--max-steps", type=int, required=True)
     p.add_argument("--batch-size", type=int, default=8, help="sequences per data-parallel rank")
     p.add_argument("--lr", type=float, default=3e-3)
@@ -224,14 +236,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     train_blocks = load_blocks(args.data_uri, "train")
     eval_blocks = load_blocks(args.data_uri, "eval")
     seq_len = int(index["block_size"])
-    config = build_config(args.preset, int(index["vocab_size"]), args.base_model_uri)
-    base_weights = read_weights(args.base_model_uri) if args.base_model_uri else None
-
-    def build() -> torch.nn.Module:
-        model = new_model(config, args.seed)
-        if base_weights is not None:
-            load_base_weights(model, args.base_model_uri)
-        return model
+    base = HFCheckpoint(args.base_model_uri) if args.base_model_uri else None
+    config = build_config(args.preset, int(index["vocab_size"]), base)
 
     data_rank, data_world = dist.rank, dist.world_size
     if use_nxd:
@@ -241,14 +247,19 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             args.max_grad_norm,
             args.sequence_parallel,
             args.activation_checkpointing,
+            neuron.platform_lnc_size(),
         )
         parallel.check(config, dist.world_size)
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        per_rank = neuron.check_host_memory(config, parallel.tensor_parallel_size, local_ranks,
+                                            neuron.host_memory_bytes())  # fmt: skip
+        log.info("host memory for weights: %.2f GiB per rank x %d ranks", per_rank / 2**30, local_ranks)
         nxd_config = neuron.make_config(parallel)
-        model = neuron.parallel_model(nxd_config, lambda: new_model(config, args.seed), base_weights)
+        model = neuron.parallel_model(nxd_config, config, args.seed, base)
         optimizer = neuron.parallel_optimizer(nxd_config, model, args.lr, args.weight_decay)
         data_rank, data_world = neuron.data_parallel_layout()
     else:
-        model = build().to(runtime.device)
+        model = base_model(config, args.seed, base).to(runtime.device)
         decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n]
         no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "norm" in n]
         optimizer = torch.optim.AdamW(
@@ -392,15 +403,19 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "base_model_uri": args.base_model_uri,
         "data_uri": args.data_uri,
     }
+    if base is not None and dist.is_main and not args.compile_only:
+        summary["base_model"] = base.fingerprint()  # lineage: flat, so the registry manifest keeps it
     log.info("summary %s", json.dumps(summary, sort_keys=True))
-    weights = neuron.full_state_dict(model) if use_nxd else runtime.to_cpu(model.state_dict())
+    if args.output_uri and not args.compile_only:
+        if use_nxd:  # every rank joins the gathers; rank 0 writes
+            neuron.save_full_model(model, config, args.output_uri, dist.is_main, args.max_shard_bytes)
+        elif dist.is_main:
+            save_model(runtime.to_cpu(model.state_dict()), config, args.output_uri, args.max_shard_bytes)
     if dist.is_main and args.output_uri:
         if not args.compile_only:
-            save_model(weights, config, args.output_uri)
-            uris.write_bytes(
-                uris.join(args.output_uri, "tokenizer.json"),
-                uris.read_bytes(uris.join(args.data_uri, "tokenizer.json")),
-            )
+            write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
+            lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
+            uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)
         recorder.finish(summary)
         uris.write_json(uris.join(args.output_uri, "_SUCCESS"), {"job_hash": os.environ.get("TRAINIUM_JOB_HASH")})
     dist.barrier()
