@@ -106,7 +106,7 @@ def test_no_image_is_rejected_before_anything_is_built():
 
 def test_name_is_a_hash_of_content_shared_by_runs_and_changed_by_layout():
     base = defs.build_job_definition(spec(), SETTINGS)["jobDefinitionName"]
-    other_run = spec(output_uri="s3://bucket/runs/2", args=("--x", "2"), env={"SEED": "3"})
+    other_run = spec(output_uri="s3://bucket/runs/2", args=("--x", "2"), env={"TRAINIUM_SEED": "3"})
     assert defs.build_job_definition(other_run, SETTINGS)["jobDefinitionName"] == base
     for changed in (spec(image=IMAGE + "-b"), spec(nodes=8), spec(timeout_seconds=3600)):
         assert defs.build_job_definition(changed, SETTINGS)["jobDefinitionName"] != base
