@@ -18,6 +18,7 @@ Runs inside the container, so it imports neither Airflow nor the provider (nor t
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import socket
@@ -104,11 +105,13 @@ def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.exe
     if log_dir:
         # --tee prefixes every rank's console line with its local rank; the per-rank files keep the whole output
         logs = ["--tee=3", "--redirects=3", f"--log-dir={log_dir}"]
+    # One host at a loopback address: the rendezvous store listens there only (see trainer.loopback_torchrun).
+    runner = "trainer.loopback_torchrun" if is_loopback(master_addr) else "torch.distributed.run"
     return [
         *wrap,
         python,
         "-m",
-        "torch.distributed.run",
+        runner,
         *logs,
         f"--nnodes={args.nodes}",
         f"--node_rank={node_rank}",
@@ -119,6 +122,15 @@ def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.exe
         args.module,
         *rest,
     ]
+
+
+def is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _int_or_default(env: Mapping[str, str], name: str, default: int) -> int:

@@ -78,7 +78,7 @@ def test_local_rendezvous_pins_the_address_port_and_rank_logs():
     command = launch.build_command(ARGV, env, python="python")
     f = flags(command)
     assert (f["master_addr"], f["master_port"], f["log-dir"]) == ("127.0.0.1", "5123", "/tmp/ranks")
-    assert "--tee=3" in command
+    assert "--tee=3" in command and command[1:3] == ["-m", "trainer.loopback_torchrun"]
 
 
 def test_runs_as_a_module_without_airflow_or_the_provider():

@@ -96,7 +96,7 @@ def test_what_ecs_and_batch_send_runs_under_the_dockerfiles_entrypoint(index: in
     done = run_argv(argv, {**container_environment(spec), **node_env})
     assert done.returncode == 0, f"{label}: {argv} exited {done.returncode}: {done.stderr[-2000:]}"
     torchrun = json.loads(done.stdout)
-    assert torchrun[1:3] == ["-m", "torch.distributed.run"]
+    assert torchrun[1:3] == ["-m", "torch.distributed.run" if spec.nodes > 1 else "trainer.loopback_torchrun"]
     assert f"--nnodes={spec.nodes}" in torchrun and f"--node_rank={index - 1 if index else 0}" in torchrun
     assert "--nproc_per_node=32" in torchrun
     assert torchrun[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "1"]

@@ -154,7 +154,7 @@ def test_an_ecs_task_runs_torchrun_on_one_node(built_image: tuple[Buildah, dict[
     (override,) = ecs_definitions.container_overrides(job)["containerOverrides"]
     env = {**names_values(container["environment"]), **names_values(override["environment"])}
     torchrun = run_container(buildah, config, override["command"], env)
-    assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "torch.distributed.run"]
+    assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "trainer.loopback_torchrun"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "32")
     assert (f["master_addr"], f["master_port"]) == ("127.0.0.1", "41000")
@@ -177,6 +177,7 @@ def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(
         **batch_node_environment(2, node, 0, MAIN_ADDRESS),
     }
     torchrun = run_container(buildah, config, override["containerOverrides"]["command"], env)
+    assert torchrun[1:3] == ["-m", "torch.distributed.run"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"], f["master_port"]) == ("2", str(node), "32", "41000")
     if node == 1:

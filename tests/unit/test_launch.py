@@ -45,7 +45,8 @@ def test_every_node_runs_torchrun_for_its_rank(nodes, instance):
     for rank in range(nodes):
         env = {**job_environment(s), **batch_node_environment(nodes, rank, 0, "10.0.0.5")}
         command = dry_run(argv, env)
-        assert command[1:3] == ["-m", "torch.distributed.run"]
+        # a one-node job rendezvous on loopback, where the store must listen on loopback only
+        assert command[1:3] == ["-m", "trainer.loopback_torchrun" if nodes == 1 else "torch.distributed.run"]
         f = flags(command)
         assert (f["nnodes"], f["node_rank"]) == (str(nodes), str(rank))
         assert f["nproc_per_node"] == str(s.instance.neuron_cores)  # from the job, not a catalog copy
@@ -73,7 +74,7 @@ def test_docker_rule_appends_the_command_to_an_exec_form_entrypoint():
 def test_wrapper_and_single_process_jobs():
     compile_spec = spec(wrapper=("neuron_parallel_compile",))
     command = dry_run(container_argv(compile_spec), {})
-    assert command[0] == "neuron_parallel_compile" and command[2:4] == ["-m", "torch.distributed.run"]
+    assert command[0] == "neuron_parallel_compile" and command[2:4] == ["-m", "trainer.loopback_torchrun"]
     single = dry_run(container_argv(spec(distributed=False)), {})
     assert single[1:] == ["-m", "trainer.mnist_mlp.train", "--epochs", "2"]
 

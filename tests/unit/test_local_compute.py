@@ -207,3 +207,42 @@ def test_a_job_that_ended_while_no_worker_watched_is_judged_by_its_exit_record(t
     fresh = LocalBackend(tmp_path / "state")
     found = fresh.find_existing("job-1", {})
     assert found is not None and fresh.status(found).state is JobState.SUCCEEDED
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses of the LISTEN sockets on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add("127.0.0.1" if address == "0100007F" else address)
+    return found
+
+
+def test_the_trainer_gets_an_allowlisted_environment_and_a_loopback_rendezvous(backend, tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "worker-secret")
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://user:pw@db/airflow")
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/evil.so")
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = JobSpec(name="t", entry_point="tests.jobs.dump_env", args=(str(work),), nodes=1, output_uri="file:///o",
+                   env={"AWS_ACCESS_KEY_ID": "from-the-connection", "TRAINIUM_RUNTIME": "eager"})  # fmt: skip
+    handle = backend.submit(spec, "job-1", {})
+    try:
+        while len(list(work.glob("env-*.json"))) < 2:
+            assert backend.status(handle).state is JobState.RUNNING
+        env = json.loads((work / "env-0.json").read_text())
+        # the store is up while ranks run: it listens on the loopback address only
+        assert listening_addresses(int(env["TRAINIUM_MASTER_PORT"])) == {"127.0.0.1"}
+        (work / "go").touch()
+        assert backend.wait(handle, lambda line: None, 120).state is JobState.SUCCEEDED
+    finally:
+        stop_all(tmp_path / "state")
+    for leaked in ("AWS_SECRET_ACCESS_KEY", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "LD_PRELOAD"):
+        assert leaked not in env
+    assert env["PATH"] == os.environ["PATH"] and env["PJRT_DEVICE"] == "CPU"  # this machine's essentials
+    assert env["AWS_ACCESS_KEY_ID"] == "from-the-connection" and env["TRAINIUM_RUNTIME"] == "eager"  # the job's env
+    assert env["TRAINIUM_OUTPUT_URI"] == "file:///o" and env["MALLOC_ARENA_MAX"] == "64"  # the container's env
+    assert env["MASTER_ADDR"] == "127.0.0.1"
