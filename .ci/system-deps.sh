@@ -7,6 +7,8 @@ need make make
 # Image tests: a real daemonless build (buildah) pushed to a local registry (docker-registry).
 need buildah buildah
 need docker-registry docker-registry
+# The real-image test: a Debian root file system as the stand-in base (tests/image/test_real_image.py).
+need debootstrap debootstrap
 if ((${#packages[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +97,8 @@ class Buildah:
 
 
 @pytest.fixture(scope="module")
-def built_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Buildah, dict[str, Any]]]:
-    """The real Dockerfile built over the stand-in base; yields buildah and the image's config."""
+def built_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+    """The real Dockerfile built over the stand-in base, its config, and a working container of it."""
     buildah = Buildah(tmp_path_factory.mktemp("buildah-real"))
     tarball = stand_in_rootfs()
     scratch = buildah("from", "scratch").stdout.strip()
@@ -109,19 +110,25 @@ def built_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Buil
             "--build-arg", f"BASE_IMAGE={BASE_TAG}", "--build-arg", "INSTALL_NEURON_PACKAGES=0",
             "-t", IMAGE_TAG, str(REPO))  # fmt: skip
     config = json.loads(buildah("inspect", "--type", "image", IMAGE_TAG).stdout)["Docker"]["config"]
-    yield buildah, config
+    # One container for every run: a dry run changes nothing in it, and vfs copies the image per container.
+    container = buildah("from", IMAGE_TAG).stdout.strip()
+    yield Image(buildah, config, container)
+    buildah("rm", container, check=False)
     buildah("rmi", "-a", "-f", check=False)
 
 
-def run_container(buildah: Buildah, config: dict[str, Any], command: list[str], env: dict[str, str]) -> list[str]:
+@dataclass(frozen=True)
+class Image:
+    buildah: Buildah
+    config: dict[str, Any]
+    container: str
+
+
+def run_container(image: Image, command: list[str], env: dict[str, str]) -> list[str]:
     """Start the image as ECS/Batch would (Entrypoint + command, image Env + task env), in dry-run mode."""
-    argv = docker_argv(config.get("Entrypoint") or [], config.get("Cmd") or [], command)
-    container = buildah("from", IMAGE_TAG).stdout.strip()
-    try:
-        flags = [f"--env={k}={v}" for k, v in {**env, "TRAINIUM_LAUNCH_DRY_RUN": "1"}.items()]
-        done = buildah("run", "--isolation", "chroot", *flags, container, "--", *argv, check=False)
-    finally:
-        buildah("rm", container, check=False)
+    argv = docker_argv(image.config.get("Entrypoint") or [], image.config.get("Cmd") or [], command)
+    flags = [f"--env={k}={v}" for k, v in {**env, "TRAINIUM_LAUNCH_DRY_RUN": "1"}.items()]
+    done = image.buildah("run", "--isolation", "chroot", *flags, image.container, "--", *argv, check=False)
     assert done.returncode == 0, f"{argv} exited {done.returncode} in the image:\n{done.stderr[-3000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -139,21 +146,20 @@ def flags_of(command: list[str]) -> dict[str, str]:
     return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
 
 
-def test_the_image_config_is_the_contract(built_image: tuple[Buildah, dict[str, Any]]) -> None:
-    _, config = built_image
+def test_the_image_config_is_the_contract(built_image: Image) -> None:
+    config = built_image.config
     assert config["Entrypoint"] == ["python", "-m", "trainer.launch"]
     assert not config.get("Cmd")
     assert "PYTHONPATH=/opt/trainium" in config["Env"]
 
 
-def test_an_ecs_task_runs_torchrun_on_one_node(built_image: tuple[Buildah, dict[str, Any]]) -> None:
-    buildah, config = built_image
+def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
     job = spec(1)
     settings = ecs_definitions.EcsTaskSettings(image=IMAGE_TAG, log_group="/trainium/jobs", region_name="us-east-1")
     (container,) = ecs_definitions.task_definition(job.instance_type, settings)["containerDefinitions"]
     (override,) = ecs_definitions.container_overrides(job)["containerOverrides"]
     env = {**names_values(container["environment"]), **names_values(override["environment"])}
-    torchrun = run_container(buildah, config, override["command"], env)
+    torchrun = run_container(built_image, override["command"], env)
     assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "trainer.loopback_torchrun"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "32")
@@ -162,10 +168,7 @@ def test_an_ecs_task_runs_torchrun_on_one_node(built_image: tuple[Buildah, dict[
 
 
 @pytest.mark.parametrize("node", [0, 1])
-def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(
-    built_image: tuple[Buildah, dict[str, Any]], node: int
-) -> None:
-    buildah, config = built_image
+def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(built_image: Image, node: int) -> None:
     job = spec(2)
     definition = batch_definitions.build_job_definition(job, batch_definitions.BatchSettings(region_name="us-east-1"))
     (node_range,) = definition["nodeProperties"]["nodeRangeProperties"]
@@ -176,7 +179,7 @@ def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(
         **names_values(override["containerOverrides"]["environment"]),
         **batch_node_environment(2, node, 0, MAIN_ADDRESS),
     }
-    torchrun = run_container(buildah, config, override["containerOverrides"]["command"], env)
+    torchrun = run_container(built_image, override["containerOverrides"]["command"], env)
     assert torchrun[1:3] == ["-m", "torch.distributed.run"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"], f["master_port"]) == ("2", str(node), "32", "41000")
