@@ -346,7 +346,7 @@ class LocalBackend(ComputeBackend):
                         continue  # a burst of lines: look at the nodes at most twice a second
             checked = time.monotonic()
             status = self.status(handle)
-            if status.state is JobState.FAILED:
+            if status.state in (JobState.FAILED, JobState.CANCELLED):
                 break
             if status.state is JobState.SUCCEEDED and open_streams == 0:
                 break
@@ -354,6 +354,9 @@ class LocalBackend(ComputeBackend):
                 self.cancel(handle, "timeout")
                 self._drain(job, log)
                 return JobStatus(JobState.FAILED, reason=f"timed out after {timeout_seconds:.0f} s")
+        if status.state is JobState.CANCELLED:  # cancelled while we waited (task killed, a log callback)
+            self._drain(job, log)
+            return status
         if status.state is JobState.FAILED:
             job.stop()
             self._drain(job, log)

@@ -246,3 +246,19 @@ def test_the_trainer_gets_an_allowlisted_environment_and_a_loopback_rendezvous(b
     assert env["AWS_ACCESS_KEY_ID"] == "from-the-connection" and env["TRAINIUM_RUNTIME"] == "eager"  # the job's env
     assert env["TRAINIUM_OUTPUT_URI"] == "file:///o" and env["MALLOC_ARENA_MAX"] == "64"  # the container's env
     assert env["MASTER_ADDR"] == "127.0.0.1"
+
+
+def test_a_job_cancelled_while_waited_on_ends_the_wait(backend, tmp_path):
+    pids = tmp_path / "pids"
+    spec = JobSpec(name="t", entry_point="tests.jobs.fail_rank", args=("99", "0", str(pids)), distributed=False)
+    handle = backend.submit(spec, "job-1", {})
+
+    def cancel_on_first_line(line: str) -> None:  # the launcher's own line comes first
+        while not list(pids.glob("*.pid")):  # then the job starts (bounded by the test timeout)
+            pass
+        backend.cancel(handle, "test: cancelled from the log")
+
+    status = backend.wait(handle, cancel_on_first_line, 120)
+    assert status.state is JobState.CANCELLED and "cancelled from the log" in status.reason
+    (pid_file,) = pids.glob("*.pid")
+    assert not alive(int(pid_file.read_text()))
