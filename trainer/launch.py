@@ -1,11 +1,16 @@
-"""Entry point of every node of a multi-node job: torchrun with the rendezvous AWS Batch gives us.
+"""Entry point of every training container (the image's ENTRYPOINT) and of every local job's node.
 
-Batch sets ``AWS_BATCH_JOB_NUM_NODES``, ``AWS_BATCH_JOB_NODE_INDEX`` and ``AWS_BATCH_JOB_MAIN_NODE_INDEX`` on
-every node, and ``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` on the children only: the main node uses its
-own address. ``--nproc-per-node`` is always explicit (from the argument or ``TRAINIUM_INSTANCE_TYPE``): a
-missing value would silently train on one NeuronCore per node.
+The backends send only this launcher's arguments; it turns them and the node's environment into the torchrun
+command and execs it. AWS Batch sets ``AWS_BATCH_JOB_NUM_NODES``, ``AWS_BATCH_JOB_NODE_INDEX`` and
+``AWS_BATCH_JOB_MAIN_NODE_INDEX`` on every node, and ``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` on the
+children only: the main node uses its own address. ``--nproc-per-node`` always comes from the job (the
+provider knows the instance type's NeuronCores): a missing value would silently train on one core per node.
 
-    python -m trainer.launch --nodes 4 --nproc-per-node 32 --module trainer.allreduce -- --size-mb 64
+    python -m trainer.launch --nodes=4 --nproc-per-node=32 --module=trainer.allreduce -- --size-mb 64
+
+Settings only local compute gives: ``TRAINIUM_MASTER_ADDR`` (the rendezvous address on every node),
+``TRAINIUM_MASTER_PORT`` and ``TRAINIUM_RANK_LOG_DIR`` (torchrun's per-rank log files, teed to the console).
+``--dry-run`` or ``TRAINIUM_LAUNCH_DRY_RUN=1`` prints the command as JSON and exits 0 instead of running it.
 
 Runs inside the container, so it imports neither Airflow nor the provider (nor torch: it only execs torchrun).
 """
@@ -13,19 +18,13 @@ Runs inside the container, so it imports neither Airflow nor the provider (nor t
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import socket
 import sys
 from collections.abc import Mapping
 
-#: NeuronCores per instance (processes per node); mirrors the provider's instance catalog.
-NEURON_CORES: dict[str, int] = {
-    "trn1.2xlarge": 2,
-    "trn1.32xlarge": 32,
-    "trn1n.32xlarge": 32,
-    "trn2.48xlarge": 64,
-}
 DEFAULT_MASTER_PORT = 41000
 EXIT_BAD_INPUT = 65
 
@@ -65,21 +64,11 @@ def own_address() -> str:
             return address or "127.0.0.1"
 
 
-def nproc_per_node(explicit: int | None, env: Mapping[str, str]) -> int:
-    if explicit is not None:
-        if explicit < 1:
-            raise LaunchError(f"--nproc-per-node must be >= 1, got {explicit}")
-        return explicit
-    instance_type = _require(env, "TRAINIUM_INSTANCE_TYPE", "or pass --nproc-per-node")
-    if instance_type not in NEURON_CORES:
-        raise LaunchError(f"TRAINIUM_INSTANCE_TYPE={instance_type!r} is not one of {', '.join(sorted(NEURON_CORES))}")
-    return NEURON_CORES[instance_type]
-
-
 def rendezvous(nodes: int, env: Mapping[str, str]) -> tuple[int, str]:
     """(node_rank, master_addr) for this node of a ``nodes``-node job."""
+    pinned = env.get("TRAINIUM_MASTER_ADDR", "").strip()
     if nodes == 1:
-        return 0, "127.0.0.1"
+        return 0, pinned or "127.0.0.1"
     why = "set by AWS Batch on multi-node parallel jobs"
     num_nodes = _int_var(env, "AWS_BATCH_JOB_NUM_NODES", why)
     if num_nodes != nodes:
@@ -88,23 +77,45 @@ def rendezvous(nodes: int, env: Mapping[str, str]) -> tuple[int, str]:
     main_index = _int_var(env, "AWS_BATCH_JOB_MAIN_NODE_INDEX", why)
     if not (0 <= node_index < nodes and 0 <= main_index < nodes):
         raise LaunchError(f"node index {node_index} / main node index {main_index} outside 0..{nodes - 1}")
+    if pinned:
+        return node_index, pinned
     if node_index == main_index:
         return node_index, own_address()  # Batch gives the main node no MAIN_NODE address
     return node_index, _require(env, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "set by AWS Batch on child nodes")
 
 
 def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.executable) -> list[str]:
-    """The torchrun command this node runs."""
+    """The command this node runs: torchrun, or ``python -m <module>`` for a single-process job."""
     args, rest = parse_args(argv)
+    if args.nodes < 1:
+        raise LaunchError(f"--nodes must be >= 1, got {args.nodes}")
+    wrap = list(args.wrap or [])
+    if args.single_process:
+        if args.nodes != 1:
+            raise LaunchError(f"--single-process runs on one node, got --nodes={args.nodes}")
+        return [*wrap, python, "-m", args.module, *rest]
+    if args.nproc_per_node is None:
+        raise LaunchError("--nproc-per-node is required for a torchrun job (or pass --single-process)")
+    if args.nproc_per_node < 1:
+        raise LaunchError(f"--nproc-per-node must be >= 1, got {args.nproc_per_node}")
     node_rank, master_addr = rendezvous(args.nodes, env)
-    port = args.master_port or int(env.get("TRAINIUM_MASTER_PORT") or DEFAULT_MASTER_PORT)
+    port = args.master_port or _int_or_default(env, "TRAINIUM_MASTER_PORT", DEFAULT_MASTER_PORT)
+    logs: list[str] = []
+    log_dir = env.get("TRAINIUM_RANK_LOG_DIR", "").strip()
+    if log_dir:
+        # --tee prefixes every rank's console line with its local rank; the per-rank files keep the whole output
+        logs = ["--tee=3", "--redirects=3", f"--log-dir={log_dir}"]
+    # One host at a loopback address: the rendezvous store listens there only (see trainer.loopback_torchrun).
+    runner = "trainer.loopback_torchrun" if is_loopback(master_addr) else "torch.distributed.run"
     return [
+        *wrap,
         python,
         "-m",
-        "torch.distributed.run",
+        runner,
+        *logs,
         f"--nnodes={args.nodes}",
         f"--node_rank={node_rank}",
-        f"--nproc_per_node={nproc_per_node(args.nproc_per_node, env)}",
+        f"--nproc_per_node={args.nproc_per_node}",
         f"--master_addr={master_addr}",
         f"--master_port={port}",
         "--module",
@@ -113,11 +124,26 @@ def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.exe
     ]
 
 
+def is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _int_or_default(env: Mapping[str, str], name: str, default: int) -> int:
+    return _int_var(env, name, "") if env.get(name, "").strip() else default
+
+
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m trainer.launch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, required=True, help="nodes the job was built for")
-    parser.add_argument("--nproc-per-node", type=int, default=None, help="default: from TRAINIUM_INSTANCE_TYPE")
-    parser.add_argument("--master-port", type=int, default=None)
+    parser.add_argument("--nproc-per-node", type=int, default=None, help="processes (NeuronCores) per node")
+    parser.add_argument("--single-process", action="store_true", help="run the module once, without torchrun")
+    parser.add_argument("--wrap", action="append", help="a command word put in front (neuron_parallel_compile)")
+    parser.add_argument("--master-port", type=int, default=None, help="default: TRAINIUM_MASTER_PORT or 41000")
     parser.add_argument("--module", required=True, help="the trainer module each rank runs")
     parser.add_argument("--dry-run", action="store_true", help="print the command as JSON instead of running it")
     if "--" in argv:
@@ -135,11 +161,11 @@ def main(argv: list[str] | None = None) -> None:
     except LaunchError as err:
         print(f"trainer.launch: {err}", file=sys.stderr, flush=True)
         sys.exit(EXIT_BAD_INPUT)
-    if parse_args(argv)[0].dry_run:
+    if parse_args(argv)[0].dry_run or os.environ.get("TRAINIUM_LAUNCH_DRY_RUN") == "1":
         print(json.dumps(command))
         return
     print("trainer.launch: " + " ".join(command), flush=True)
-    os.execv(command[0], command)
+    os.execvp(command[0], command)
 
 
 if __name__ == "__main__":

@@ -13,15 +13,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_trainium.neuron import container, launch
+from airflow_provider_trainium.neuron import container
 from airflow_provider_trainium.neuron.container import ContainerShape
+from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 #: Batch retries a job itself only when its host went away (spot reclaim, EC2 failure); Airflow retries the rest.
 HOST_RETRY_ATTEMPTS = 3
 DEFINITION_PREFIX = "trainium"
-#: The launcher inside the image: derives torchrun's rendezvous from the AWS_BATCH_JOB_* variables.
-LAUNCHER_MODULE = "trainer.launch"
 
 
 class BatchDefinitionError(ValueError):
@@ -168,21 +167,8 @@ def build_job_definition(spec: JobSpec, settings: BatchSettings) -> dict[str, An
 
 
 def node_command(spec: JobSpec) -> list[str]:
-    """What every node runs: the launcher (torchrun with Batch's rendezvous) or plain ``python -m``."""
-    if not spec.distributed:
-        return [*spec.wrapper, *launch.entry_command(spec)]
-    return [
-        *spec.wrapper,
-        "python",
-        "-m",
-        LAUNCHER_MODULE,
-        f"--nodes={spec.nodes}",
-        f"--nproc-per-node={spec.nproc_per_node}",
-        f"--master-port={launch.MASTER_PORT}",
-        f"--module={spec.entry_point}",
-        "--",
-        *spec.args,
-    ]
+    """What every node's container is sent: the launcher's arguments (the image's CMD; see container_contract)."""
+    return launcher_arguments(spec)
 
 
 def container_overrides(spec: JobSpec) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from typing import Any
 
 from airflow_provider_trainium.neuron.catalog import InstanceType, get_instance_type
 from airflow_provider_trainium.neuron.container import ContainerShape, container_shape
-from airflow_provider_trainium.neuron.launch import BASE_ENV, job_environment, node_command
+from airflow_provider_trainium.neuron.container_contract import launcher_arguments
+from airflow_provider_trainium.neuron.launch import BASE_ENV, job_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 CONTAINER_NAME = "trainer"
@@ -121,10 +122,10 @@ def task_definition(instance_type: str, settings: EcsTaskSettings) -> dict[str, 
 
 
 def container_overrides(spec: JobSpec) -> dict[str, Any]:
-    """RunTask ``overrides``: node 0's command and the job env not already in the task definition."""
+    """RunTask ``overrides``: the launcher's arguments (the image's CMD) and the job env not in the definition."""
     base = instance_environment(spec.instance)
     env = {k: v for k, v in job_environment(spec).items() if base.get(k) != v}
-    command = node_command(spec, node_rank=0, master_addr="127.0.0.1")
+    command = launcher_arguments(spec)
     return {"containerOverrides": [{"name": CONTAINER_NAME, "command": command, "environment": _name_values(env)}]}
 
 

@@ -1,8 +1,20 @@
-"""Local compute: a job's N nodes as N torchrun agents on this machine, talking over loopback.
+"""Local compute: a job's N nodes as N container launchers on this machine, talking over loopback.
 
-Each node gets the AWS_BATCH_JOB_* variables a Batch multi-node job would see, so the code path matches
-the real cluster. Output of every process streams into the task log as ``[node i rank r]``. The whole
-process tree is killed on timeout, on task kill, or as soon as one node fails.
+Each node runs exactly the argv a training container runs (``neuron.container_contract``: the launcher
+and the arguments ECS and Batch send) with the environment the container gets, plus the local
+rendezvous: the AWS_BATCH_JOB_* variables a Batch multi-node job sees, the loopback address and a free
+port. So every local job exercises the container's entry point. Output of every process streams into
+the task log as ``[node i rank r]``. The whole process tree is killed on timeout, on task kill, or as
+soon as one node fails.
+
+A job outlives the worker that started it: each node runs under ``local_supervisor.py``, which leads the
+node's process group, writes its output to a file and records its exit code. A job is alive while a
+node's process group is and is judged by those records, so the next try of a killed worker finds the job,
+attaches to it or takes its result, and never trains it twice.
+
+The trainer gets an allowlisted environment: what the container would get, plus the few variables of this
+machine a Python process needs (``INHERITED_NAMES``, ``INHERITED_PREFIXES``); the worker's other variables
+(AWS keys, Airflow secrets) stay behind.
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,84 +42,136 @@ from airflow_provider_trainium.compute.base import (
     JobStatus,
     LogSink,
 )
-from airflow_provider_trainium.neuron.launch import batch_node_environment, job_environment, node_command
+from airflow_provider_trainium.neuron.container_contract import container_argv, container_environment
+from airflow_provider_trainium.neuron.launch import batch_node_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 #: Exit code the trainer uses for bad input (see trainer.common.errors): retrying cannot help.
 EXIT_BAD_INPUT = 65
 TAIL_LINES = 40
+SUPERVISOR = Path(__file__).with_name("local_supervisor.py")
+#: Variables of the worker's environment a local trainer keeps; everything else is left behind.
+INHERITED_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "TZ", "LANG", "LANGUAGE",
+        "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
+        "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
+    }
+)  # fmt: skip
+INHERITED_PREFIXES = ("LC_", "PJRT_", "XLA_", "TPU_", "NEURON_", "TRAINIUM_", "OMP_", "MKL_")
+#: Set by this backend on every node; never taken from the worker's environment.
+LOCAL_RENDEZVOUS = ("TRAINIUM_MASTER_ADDR", "TRAINIUM_MASTER_PORT", "TRAINIUM_RANK_LOG_DIR")
+LOOPBACK = "127.0.0.1"
+_POLL_SECONDS = 0.05
+_LOST = -1  # a node whose process group is gone without an exit record (killed with its supervisor)
 _RANK_PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$")
 _ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
+def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allowlisted part of this machine's environment a local trainer needs to start at all."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if (k in INHERITED_NAMES or k.startswith(INHERITED_PREFIXES)) and k not in LOCAL_RENDEZVOUS
+    }
+
+
 def free_port() -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((LOOPBACK, 0))
         return sock.getsockname()[1]
 
 
-def _alive(pid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is still running (zombies do not count)."""
     try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
         return False
-    return True
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    with contextlib.suppress(OSError, IndexError):  # the common case: the leader (the supervisor) still runs
+        if (proc / str(pgid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def kill_process_group(pid: int, grace_seconds: float = 10.0) -> None:
     """SIGTERM the process group led by ``pid``, then SIGKILL what is left after the grace period."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_seconds
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return
+    while time.monotonic() < deadline and group_alive(pid):
         time.sleep(0.1)
     _signal_group(pid, signal.SIGKILL)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
 
 
 @dataclass
 class _Node:
     index: int
-    process: subprocess.Popen[str]
+    pid: int  # leader of the node's process group: the supervisor
     processes_per_node: int
-    log_dir: Path | None = None
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=400))
-    agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
-    rank_tails: dict[int, deque[str]] = field(default_factory=dict)
+    log_path: Path
+    record_path: Path
+    rank_log_dir: Path
+    process: subprocess.Popen[bytes] | None = None  # only in the worker that started it
     reader: threading.Thread | None = None
+
+    def to_state(self) -> dict[str, object]:
+        return {"pid": self.pid, "log": str(self.log_path), "record": str(self.record_path),
+                "rank_logs": str(self.rank_log_dir)}  # fmt: skip
+
+    def exit_code(self) -> int | None:
+        """None while the node runs; its recorded exit code after; ``_LOST`` if it vanished without one."""
+        if self.process is not None:
+            self.process.poll()  # reap our own child so its group can end
+        for _ in range(2):  # the record is written before the group ends: read, check the group, read again
+            with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+                return int(json.loads(self.record_path.read_text())["exit_code"])
+            if group_alive(self.pid):
+                return None
+        return _LOST
 
 
 @dataclass
 class _LocalJob:
     handle: JobHandle
-    spec: JobSpec
     nodes: list[_Node]
-    lines: queue.Queue[tuple[int, str | None]]
+    lines: queue.Queue[tuple[int, str | None]] = field(default_factory=queue.Queue)
     failed_first: list[_Node] = field(default_factory=list)
 
     def stop(self, grace_seconds: float = 10.0) -> None:
-        """TERM every node's process group, reap the agents, then KILL whatever ignored TERM."""
+        """TERM every node's process group, wait for them, then KILL whatever ignored TERM."""
         for node in self.nodes:
-            _signal_group(node.process.pid, signal.SIGTERM)
+            _signal_group(node.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
         for node in self.nodes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                node.process.wait(timeout=grace_seconds)
-            _signal_group(node.process.pid, signal.SIGKILL)
-            node.process.wait()
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
+            while time.monotonic() < deadline and node.exit_code() is None:
+                time.sleep(0.1)
+            _signal_group(node.pid, signal.SIGKILL)
+            if node.process is not None:
+                node.process.wait()
 
 
 class LocalBackend(ComputeBackend):
-    """Runs jobs as child processes of the Airflow worker. Needs the ``trainer`` extra installed."""
+    """Runs jobs as process groups on the Airflow worker's machine. Needs the ``trainer`` extra installed."""
 
     name = "local"
 
@@ -131,17 +195,65 @@ class LocalBackend(ComputeBackend):
         tmp.write_text(json.dumps(state))
         tmp.replace(self._state_file(job_name))
 
+    def _update_state(self, job_name: str, job_id: str, **changes: object) -> None:
+        state = self._read_state(job_name)
+        if state.get("job_id") == job_id:
+            self._write_state(job_name, {**state, **changes})
+
+    def _job(self, handle: JobHandle) -> _LocalJob | None:
+        """The job in this worker's memory, or rebuilt from the state file another worker wrote."""
+        job = self._jobs.get(handle.job_id)
+        if job is not None:
+            return job
+        state = self._read_state(handle.job_name)
+        if state.get("job_id") != handle.job_id or not state.get("nodes"):
+            return None
+        per_node = int(state.get("processes_per_node") or 1)  # type: ignore[call-overload]
+        nodes = [
+            _Node(i, int(n["pid"]), per_node, Path(n["log"]), Path(n["record"]), Path(n["rank_logs"]))
+            for i, n in enumerate(state["nodes"])  # type: ignore[arg-type]
+        ]
+        job = _LocalJob(handle, nodes)
+        self._jobs[handle.job_id] = job
+        return job
+
     def local_spec(self, spec: JobSpec) -> JobSpec:
         """This machine is not a Trn1: cap processes per node (each stands in for a NeuronCore)."""
         if spec.distributed and spec.nproc_per_node > self.max_processes_per_node:
             return spec.with_changes(processes_per_node=self.max_processes_per_node)
         return spec
 
+    def node_environment(self, spec: JobSpec, job_name: str, index: int, port: int, rank_logs: Path) -> dict[str, str]:
+        """The container's environment for node ``index``, plus the local rendezvous and this machine's essentials."""
+        return {
+            **inherited_environment(os.environ),
+            **container_environment(spec),
+            "TRAINIUM_JOB_NAME": job_name,
+            "TRAINIUM_JOB_HASH": spec.content_hash(),
+            **batch_node_environment(spec.nodes, index, 0, LOOPBACK),
+            "TRAINIUM_MASTER_ADDR": LOOPBACK,
+            "TRAINIUM_MASTER_PORT": str(port),
+            "TRAINIUM_RANK_LOG_DIR": str(rank_logs),
+        }
+
+    def node_argv(self, spec: JobSpec) -> list[str]:
+        """The container argv, with this machine's interpreter for the image's ``python``."""
+        argv = container_argv(spec)
+        return [self.python, *argv[1:]] if argv[0] == "python" else argv
+
     # -- ComputeBackend ---------------------------------------------------------------------------
     def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
+        """A job that succeeded, or one still running (or ended unobserved) after its worker died."""
         state = self._read_state(job_name)
+        if not state.get("job_id"):
+            return None
+        handle = JobHandle(self.name, str(state["job_id"]), job_name, {"spec_hash": state.get("spec_hash")})
         if state.get("state") == JobState.SUCCEEDED.value:
-            return JobHandle(self.name, str(state["job_id"]), job_name, {"spec_hash": state.get("spec_hash")})
+            return handle
+        if state.get("state") == JobState.RUNNING.value:
+            job = self._job(handle)
+            if job is not None and _LOST not in [n.exit_code() for n in job.nodes]:
+                return handle
         return None
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
@@ -150,77 +262,76 @@ class LocalBackend(ComputeBackend):
         spec = self.local_spec(spec)
         handle = JobHandle(self.name, f"{job_name}-{uuid.uuid4().hex[:8]}", job_name, {"spec_hash": requested_hash})
         port = free_port()
-        base_env = {**os.environ, **job_environment(spec), "TRAINIUM_JOB_NAME": job_name}
-        base_env["TRAINIUM_JOB_HASH"] = spec.content_hash()
-        lines: queue.Queue[tuple[int, str | None]] = queue.Queue()
+        job_dir = self.state_dir / "jobs" / handle.job_id
+        job_dir.mkdir(parents=True, exist_ok=True)
+        argv = self.node_argv(spec)
         nodes: list[_Node] = []
         for index in range(spec.nodes):
-            env = {**base_env, **batch_node_environment(spec.nodes, index, 0, "127.0.0.1")}
-            command = node_command(spec, node_rank=index, master_addr="127.0.0.1", master_port=port, python=self.python)
-            log_dir = self.state_dir / "logs" / handle.job_id / f"node{index}"
-            if spec.distributed:
-                at = command.index("torch.distributed.run") + 1
-                # --tee prefixes every worker line with its local rank; the per-rank files under --log-dir
-                # keep the whole output, which the console tail may cut short when a rank fails.
-                command[at:at] = ["--tee=3", "--redirects=3", f"--log-dir={log_dir}"]
-            process = subprocess.Popen(
-                command,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                bufsize=1,
-                start_new_session=True,
-            )
-            node = _Node(index, process, spec.nproc_per_node, log_dir)
-            node.reader = threading.Thread(target=self._pump, args=(node, lines), daemon=True)
-            node.reader.start()
-            nodes.append(node)
-        self._jobs[handle.job_id] = _LocalJob(handle, spec, nodes, lines)
+            rank_logs = job_dir / f"node{index}"
+            env = self.node_environment(spec, job_name, index, port, rank_logs)
+            log_path, record_path = job_dir / f"node{index}.log", job_dir / f"node{index}.exit"
+            with log_path.open("wb") as out:
+                process = subprocess.Popen(
+                    [self.python, str(SUPERVISOR), str(record_path), "--", *argv],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            nodes.append(_Node(index, process.pid, spec.nproc_per_node, log_path, record_path, rank_logs, process))
+        job = _LocalJob(handle, nodes)
+        self._jobs[handle.job_id] = job
         self._write_state(
             job_name,
             {
                 "state": JobState.RUNNING.value,
                 "job_id": handle.job_id,
-                "pids": [n.process.pid for n in nodes],
+                "spec_hash": requested_hash,
+                "processes_per_node": spec.nproc_per_node,
+                "nodes": [n.to_state() for n in nodes],
+                "pids": [n.pid for n in nodes],
             },
         )
         return handle
 
     def status(self, handle: JobHandle) -> JobStatus:
-        job = self._jobs.get(handle.job_id)
+        state = self._read_state(handle.job_name)
+        if state.get("job_id") == handle.job_id and state.get("state") in (JobState.SUCCEEDED, JobState.CANCELLED):
+            return JobStatus(JobState(str(state["state"])), reason=str(state.get("reason", "")))
+        job = self._job(handle)
         if job is None:
-            state = self._read_state(handle.job_name)
-            if state.get("job_id") == handle.job_id and state.get("state") == JobState.SUCCEEDED.value:
-                return JobStatus(JobState.SUCCEEDED)
-            return JobStatus(JobState.FAILED, reason="the local job is not running in this worker")
-        codes = [n.process.poll() for n in job.nodes]
-        for node, code in zip(job.nodes, codes, strict=True):
-            if code not in (None, 0) and node not in job.failed_first:
-                job.failed_first.append(node)
+            return JobStatus(JobState.FAILED, reason=f"local job {handle.job_id} is unknown to {self.state_dir}")
+        codes = [n.exit_code() for n in job.nodes]
+        ended = sorted(
+            (n for n, c in zip(job.nodes, codes, strict=True) if c not in (None, 0) and n not in job.failed_first),
+            key=lambda n: n.record_path.stat().st_mtime if n.record_path.exists() else float("inf"),
+        )
+        job.failed_first.extend(ended)
         if job.failed_first:
             return self._failure(job, "a node exited with an error")
         if all(c == 0 for c in codes):
+            self._update_state(handle.job_name, handle.job_id, state=JobState.SUCCEEDED.value)
             return JobStatus(JobState.SUCCEEDED)
         return JobStatus(JobState.RUNNING)
 
     def cancel(self, handle: JobHandle, reason: str) -> None:
-        job = self._jobs.get(handle.job_id)
+        job = self._job(handle)
         if job is not None:
             job.stop()
-        else:
-            for pid in self._read_state(handle.job_name).get("pids", []):  # type: ignore[union-attr]
-                kill_process_group(int(pid))
         self._write_state(
             handle.job_name, {"state": JobState.CANCELLED.value, "job_id": handle.job_id, "reason": reason}
         )
 
     def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
-        job = self._jobs[handle.job_id]
+        job = self._job(handle)
+        if job is None:
+            return self.status(handle)
+        self._start_readers(job)
         deadline = time.monotonic() + timeout_seconds
         open_streams = len(job.nodes)
         status = JobStatus(JobState.RUNNING)
+        checked = 0.0
         while True:
             try:
                 node_index, line = job.lines.get(timeout=0.5)
@@ -231,8 +342,11 @@ class LocalBackend(ComputeBackend):
                     open_streams -= 1
                 else:
                     log(line)
+                    if time.monotonic() - checked < 0.5:
+                        continue  # a burst of lines: look at the nodes at most twice a second
+            checked = time.monotonic()
             status = self.status(handle)
-            if status.state is JobState.FAILED:
+            if status.state in (JobState.FAILED, JobState.CANCELLED):
                 break
             if status.state is JobState.SUCCEEDED and open_streams == 0:
                 break
@@ -240,34 +354,49 @@ class LocalBackend(ComputeBackend):
                 self.cancel(handle, "timeout")
                 self._drain(job, log)
                 return JobStatus(JobState.FAILED, reason=f"timed out after {timeout_seconds:.0f} s")
+        if status.state is JobState.CANCELLED:  # cancelled while we waited (task killed, a log callback)
+            self._drain(job, log)
+            return status
         if status.state is JobState.FAILED:
             job.stop()
             self._drain(job, log)
             status = self._failure(job, status.reason)
-        state = {
-            "state": status.state.value,
-            "job_id": handle.job_id,
-            "spec_hash": handle.details.get("spec_hash"),
-        }
-        self._write_state(handle.job_name, state)
+        self._update_state(handle.job_name, handle.job_id, state=status.state.value)
         return status
 
     # -- internals ----------------------------------------------------------------------------------
+    def _start_readers(self, job: _LocalJob) -> None:
+        for node in job.nodes:
+            if node.reader is None:
+                node.reader = threading.Thread(target=self._pump, args=(node, job.lines), daemon=True)
+                node.reader.start()
+
+    @staticmethod
+    def _label(node: _Node, text: str) -> str:
+        """``[node i rank r] line`` for a rank's line (torchrun's ``[defaultN]:`` prefix), ``[node i] line`` else."""
+        match = _RANK_PREFIX.match(text)
+        if match:
+            rank = node.index * node.processes_per_node + int(match.group(1))
+            return f"[node {node.index} rank {rank}] {match.group(2)}"
+        return f"[node {node.index}] {text}"
+
     def _pump(self, node: _Node, lines: queue.Queue[tuple[int, str | None]]) -> None:
-        assert node.process.stdout is not None
-        for raw in node.process.stdout:
-            text = raw.rstrip("\n")
-            match = _RANK_PREFIX.match(text)
-            if match:
-                local_rank = int(match.group(1))
-                rank = node.index * node.processes_per_node + local_rank
-                node.rank_tails.setdefault(local_rank, deque(maxlen=TAIL_LINES)).append(match.group(2))
-                text = f"[node {node.index} rank {rank}] {match.group(2)}"
-            else:
-                node.agent_tail.append(text)
-                text = f"[node {node.index}] {text}"
-            node.tail.append(text)
-            lines.put((node.index, text))
+        """Follow the node's output file until the node has ended and every line is read."""
+        pending = b""
+        with node.log_path.open("rb") as source:
+            while True:
+                chunk = source.readline()
+                if chunk.endswith(b"\n"):
+                    lines.put((node.index, self._label(node, (pending + chunk).decode(errors="replace").rstrip("\n"))))
+                    pending = b""
+                    continue
+                pending += chunk
+                if node.exit_code() is not None:
+                    rest = pending + source.read()
+                    for raw in rest.decode(errors="replace").splitlines():
+                        lines.put((node.index, self._label(node, raw)))
+                    break
+                time.sleep(_POLL_SECONDS)
         lines.put((node.index, None))
 
     def _drain(self, job: _LocalJob, log: LogSink) -> None:
@@ -287,15 +416,19 @@ class LocalBackend(ComputeBackend):
         failed = job.failed_first[0] if job.failed_first else None
         if failed is None:
             return JobStatus(JobState.FAILED, reason=reason)
-        exit_code = failed.process.returncode
-        tail: list[str] = list(failed.tail)[-TAIL_LINES:]
+        exit_code = failed.exit_code()
+        if exit_code == _LOST:
+            return JobStatus(JobState.FAILED, reason=f"node {failed.index} was killed (no exit record)")
+        output = failed.log_path.read_text(errors="replace").splitlines()[-400:] if failed.log_path.exists() else []
+        labelled = [self._label(failed, line) for line in output]
+        tail = labelled[-TAIL_LINES:]
         where = f"node {failed.index}"
-        summary = "\n".join(failed.agent_tail)
-        cause = _ROOT_CAUSE.search(summary)
+        cause = _ROOT_CAUSE.search("\n".join(line for line in output if not _RANK_PREFIX.match(line)))
         if cause:
             rank, local_rank, exit_code = int(cause.group(1)), int(cause.group(2)), int(cause.group(3))
             where = f"node {failed.index} rank {rank}"
-            tail = self._rank_log_tail(failed, local_rank) or list(failed.rank_tails.get(local_rank, tail))
+            own = [m.group(2) for m in map(_RANK_PREFIX.match, output) if m and int(m.group(1)) == local_rank]
+            tail = self._rank_log_tail(failed, local_rank) or own[-TAIL_LINES:] or tail
         return JobStatus(
             JobState.FAILED,
             reason=f"{where} exited with code {exit_code}",
@@ -306,20 +439,18 @@ class LocalBackend(ComputeBackend):
     @staticmethod
     def _rank_log_tail(node: _Node, local_rank: int) -> list[str]:
         """The rank's last stdout lines then its last stderr lines, from torchrun's per-rank log files."""
-        if node.log_dir is None:
-            return []
         tail: list[str] = []
         for stream in ("stdout", "stderr"):
-            for path in sorted(node.log_dir.glob(f"*/attempt_*/{local_rank}/{stream}.log")):
+            for path in sorted(node.rank_log_dir.glob(f"*/attempt_*/{local_rank}/{stream}.log")):
                 lines = path.read_text(errors="replace").splitlines()
                 tail.extend(lines[-TAIL_LINES // 2 :])
         return tail[-TAIL_LINES:]
 
     def _kill_orphans(self, job_name: str) -> None:
-        """Processes a previous try left behind (worker restart): stop them before starting again."""
+        """Processes a previous try left behind (a failed node's peers): stop them before starting again."""
         state = self._read_state(job_name)
         if state.get("state") != JobState.RUNNING.value:
             return
         for pid in state.get("pids", []):  # type: ignore[union-attr]
-            if _alive(int(pid)):
+            if group_alive(int(pid)):
                 kill_process_group(int(pid))

@@ -1,14 +1,13 @@
-"""The command and environment each node of a job runs with.
+"""The environment each node of a job runs with.
 
-The same functions serve every backend: local compute runs these commands as processes on this machine,
-ECS and Batch put them in the container definition.
+The same functions serve every backend (see ``container_contract``, which pairs this environment with the
+container's argv): ECS and Batch put it in the container definition and overrides, local compute gives it
+to the launcher process it runs on this machine.
 """
 
 from __future__ import annotations
 
 from airflow_provider_trainium.neuron.spec import JobSpec
-
-MASTER_PORT = 41000
 
 #: Runtime settings every Neuron training job wants (DESIGN.md section 4). torchrun jobs must not set
 #: NEURON_RT_NUM_CORES: torch-neuronx gives each local rank its own core through NEURON_RT_VISIBLE_CORES.
@@ -19,6 +18,10 @@ BASE_ENV: dict[str, str] = {
     "PYTHONUNBUFFERED": "1",
 }
 EFA_ENV: dict[str, str] = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
+#: The interface the Neuron collectives bootstrap over in a multi-node container (aws-neuron-samples sets it
+#: next to the EFA variables in its containerised multi-node launch scripts; see docs/fidelity.md). Multi-node
+#: Batch jobs run in awsvpc mode, where the task's interface is eth0. Single-node jobs leave it unset.
+MULTI_NODE_ENV: dict[str, str] = {"CCOM_SOCKET_IFNAME": "eth0"}
 LLM_ENV: dict[str, str] = {"NEURON_CC_FLAGS": "--model-type transformer --distribution-strategy=llm-training"}
 
 
@@ -29,6 +32,7 @@ def job_environment(spec: JobSpec) -> dict[str, str]:
         env["NEURON_RT_NUM_CORES"] = "1"
     if spec.nodes > 1 and spec.instance.multi_node:
         env.update(EFA_ENV)
+        env.update(MULTI_NODE_ENV)
     if spec.workload == "llm":
         env.update(LLM_ENV)
     if spec.tensor_parallel_size > 1:
@@ -59,47 +63,3 @@ def batch_node_environment(
     if node_index != main_node_index and main_node_address:
         env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = main_node_address
     return env
-
-
-def entry_command(spec: JobSpec, python: str = "python") -> list[str]:
-    """The single-process command: ``python -m <entry_point> <args>``."""
-    return [python, "-m", spec.entry_point, *spec.args]
-
-
-def torchrun_command(
-    spec: JobSpec,
-    *,
-    node_rank: int,
-    master_addr: str,
-    master_port: int = MASTER_PORT,
-    python: str = "python",
-) -> list[str]:
-    """torchrun for node ``node_rank`` of ``spec.nodes``, with nproc_per_node always explicit."""
-    if not 0 <= node_rank < spec.nodes:
-        raise ValueError(f"node_rank must be in [0, {spec.nodes}), got {node_rank}")
-    return [
-        python,
-        "-m",
-        "torch.distributed.run",
-        f"--nnodes={spec.nodes}",
-        f"--node_rank={node_rank}",
-        f"--nproc_per_node={spec.nproc_per_node}",
-        f"--master_addr={master_addr}",
-        f"--master_port={master_port}",
-        "--module",
-        spec.entry_point,
-        *spec.args,
-    ]
-
-
-def node_command(
-    spec: JobSpec, *, node_rank: int, master_addr: str, master_port: int = MASTER_PORT, python: str = "python"
-) -> list[str]:
-    """What node ``node_rank`` runs: torchrun for distributed jobs, plain ``python -m`` otherwise."""
-    if spec.distributed:
-        command = torchrun_command(
-            spec, node_rank=node_rank, master_addr=master_addr, master_port=master_port, python=python
-        )
-    else:
-        command = entry_command(spec, python=python)
-    return [*spec.wrapper, *command]

@@ -22,6 +22,39 @@ _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
+#: What a job's own env may set: Neuron runtime/compiler, XLA and PJRT, libfabric/EFA, the trainer's settings,
+#: plus the AWS connection's credentials and endpoint that local compute hands a trainer reading ``s3://``.
+ENV_PREFIXES: tuple[str, ...] = ("NEURON_", "XLA_", "PJRT_", "FI_", "CCOM_", "TRAINIUM_")
+ENV_NAMES: frozenset[str] = frozenset(
+    {
+        "MALLOC_ARENA_MAX", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+    }
+)  # fmt: skip
+#: Set by the backends and the launcher for every node; a job's env must never override them.
+ENV_RESERVED: frozenset[str] = frozenset(
+    {
+        "TRAINIUM_MASTER_ADDR", "TRAINIUM_MASTER_PORT", "TRAINIUM_RANK_LOG_DIR", "TRAINIUM_LAUNCH_DRY_RUN",
+        "TRAINIUM_JOB_NAME", "TRAINIUM_JOB_HASH", "TRAINIUM_INSTANCE_TYPE",
+    }
+)  # fmt: skip
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why a job may not set ``name`` (None when it may). Names outside the allowlist could change what runs
+    (``LD_PRELOAD``, ``PYTHONPATH``, ``PATH``) or where the rendezvous goes (``AWS_BATCH_JOB_*``)."""
+    if not _ENV_NAME_RE.match(name):
+        return f"env name {name!r} is not a valid environment variable name"
+    if name in ENV_RESERVED:
+        return f"env name {name!r} is set by the backend for every node; a job may not set it"
+    if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
+        return None
+    return (
+        f"env name {name!r} is not allowed: a job's env may only set names starting with "
+        f"{', '.join(p + '*' for p in ENV_PREFIXES)} or one of {', '.join(sorted(ENV_NAMES))}"
+    )
+
 
 class JobSpecError(ValueError):
     """A job spec that must not run. The message lists every problem found."""
@@ -105,8 +138,9 @@ class JobSpec:
         if not all(isinstance(a, str) for a in self.args):
             found.append("args must all be strings")
         for key, value in self.env.items():
-            if not _ENV_NAME_RE.match(str(key)):
-                found.append(f"env name {key!r} is not a valid environment variable name")
+            problem = env_name_problem(str(key))
+            if problem:
+                found.append(problem)
             if not isinstance(value, str):
                 found.append(f"env {key} must be a string, got {type(value).__name__}")
 

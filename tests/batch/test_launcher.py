@@ -6,10 +6,9 @@ import sys
 
 import pytest
 
-from airflow_provider_trainium.neuron.catalog import CATALOG
 from trainer import launch
 
-ARGV = ["--nodes=4", "--module=trainer.allreduce", "--", "--bandwidth-mb", "64"]
+ARGV = ["--nodes=4", "--nproc-per-node=32", "--module=trainer.allreduce", "--", "--bandwidth-mb", "64"]
 
 
 def batch_env(node_index: int, main_address: str = "10.0.1.17") -> dict[str, str]:
@@ -19,7 +18,6 @@ def batch_env(node_index: int, main_address: str = "10.0.1.17") -> dict[str, str
         "AWS_BATCH_JOB_NODE_INDEX": str(node_index),
         "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
         "AWS_BATCH_JOB_ID": f"abc#{node_index}",
-        "TRAINIUM_INSTANCE_TYPE": "trn1.32xlarge",
     }
     if node_index != 0:
         env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = main_address
@@ -50,12 +48,12 @@ def test_child_node_uses_the_main_node_address():
         ("AWS_BATCH_JOB_NODE_INDEX", ARGV),
         ("AWS_BATCH_JOB_NUM_NODES", ARGV),
         ("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", ARGV),
-        ("TRAINIUM_INSTANCE_TYPE", ARGV),
+        ("--nproc-per-node", [a for a in ARGV if not a.startswith("--nproc")]),
     ],
 )
 def test_missing_variable_fails_fast_naming_it(missing, argv):
     env = batch_env(2)
-    env.pop(missing)
+    env.pop(missing, None)
     with pytest.raises(launch.LaunchError, match=missing):
         launch.build_command(argv, env)
 
@@ -64,11 +62,23 @@ def test_explicit_nproc_wins_and_node_count_must_match():
     f = flags(launch.build_command(["--nodes=4", "--nproc-per-node=8", "--module=m"], batch_env(1)))
     assert f["nproc_per_node"] == "8"
     with pytest.raises(launch.LaunchError, match="AWS_BATCH_JOB_NUM_NODES=4 but the job was built for --nodes=2"):
-        launch.build_command(["--nodes=2", "--module=m"], batch_env(1))
+        launch.build_command(["--nodes=2", "--nproc-per-node=8", "--module=m"], batch_env(1))
 
 
-def test_cores_table_matches_the_provider_catalog():
-    assert {name: it.neuron_cores for name, it in CATALOG.items()} == launch.NEURON_CORES
+def test_no_instance_catalog_in_the_trainer():
+    """Processes per node come from the job's arguments only; an instance type in the env changes nothing."""
+    assert not hasattr(launch, "NEURON_CORES")
+    env = {**batch_env(1), "TRAINIUM_INSTANCE_TYPE": "trn2.48xlarge"}
+    assert flags(launch.build_command(ARGV, env))["nproc_per_node"] == "32"
+
+
+def test_local_rendezvous_pins_the_address_port_and_rank_logs():
+    env = {**batch_env(0), "TRAINIUM_MASTER_ADDR": "127.0.0.1", "TRAINIUM_MASTER_PORT": "5123",
+           "TRAINIUM_RANK_LOG_DIR": "/tmp/ranks"}  # fmt: skip
+    command = launch.build_command(ARGV, env, python="python")
+    f = flags(command)
+    assert (f["master_addr"], f["master_port"], f["log-dir"]) == ("127.0.0.1", "5123", "/tmp/ranks")
+    assert "--tee=3" in command and command[1:3] == ["-m", "trainer.loopback_torchrun"]
 
 
 def test_runs_as_a_module_without_airflow_or_the_provider():

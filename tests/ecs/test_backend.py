@@ -7,7 +7,7 @@ import pytest
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.ecs import EcsBackend, EcsInputError, EcsPlacementError
 from airflow_provider_trainium.compute.naming import job_name, job_tags
-from airflow_provider_trainium.neuron.launch import node_command
+from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.ecs.conftest import IMAGE, LOG_GROUP, CallCounter
 
@@ -46,7 +46,7 @@ def test_run_registers_the_definition_once_and_starts_the_node_zero_command(ecs_
     assert task["startedBy"] == name
     assert task["launchType"] == "EC2"
     (override,) = task["overrides"]["containerOverrides"]
-    assert override["command"] == node_command(job, node_rank=0, master_addr="127.0.0.1")
+    assert override["command"] == launcher_arguments(job)
     assert {"name": "TRAINIUM_OUTPUT_URI", "value": "s3://bucket/runs/mnist/train"} in override["environment"]
     definition = ecs_world.ecs.describe_task_definition(taskDefinition=task["taskDefinitionArn"])["taskDefinition"]
     (container,) = definition["containerDefinitions"]

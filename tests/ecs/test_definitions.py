@@ -14,7 +14,7 @@ from airflow_provider_trainium.compute.ecs_definitions import (
     task_definition,
 )
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.neuron.launch import node_command
+from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium-training:2.31"
@@ -128,8 +128,8 @@ def test_overrides_carry_node_zero_command_and_the_job_env():
     )
     (container,) = container_overrides(spec)["containerOverrides"]
     assert container["name"] == "trainer"
-    assert container["command"] == node_command(spec, node_rank=0, master_addr="127.0.0.1")
-    assert "--nproc_per_node=2" in container["command"] and "--nnodes=1" in container["command"]
+    assert container["command"] == launcher_arguments(spec)
+    assert "--nproc-per-node=2" in container["command"] and "--nodes=1" in container["command"]
     assert container["environment"] == [
         {"name": "TRAINIUM_COMPILE_CACHE_URI", "value": "s3://bucket/cache"},
         {"name": "TRAINIUM_OUTPUT_URI", "value": "s3://bucket/runs/train"},

@@ -63,8 +63,34 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_round_trip_and_stable_hash():
-    s = spec(args=("--epochs", "3"), env={"A": "1"}, wrapper=("neuron_parallel_compile",))
+    s = spec(args=("--epochs", "3"), env={"NEURON_A": "1"}, wrapper=("neuron_parallel_compile",))
     again = JobSpec.from_dict(s.to_dict())
     assert again == s
     assert again.content_hash() == s.content_hash()
     assert spec(args=("--epochs", "4")).content_hash() != s.content_hash()
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("LD_PRELOAD", "env name 'LD_PRELOAD' is not allowed: a job's env may only set names starting with NEURON_*"),
+        ("PYTHONPATH", "env name 'PYTHONPATH' is not allowed"),
+        ("PATH", "env name 'PATH' is not allowed"),
+        ("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "is not allowed"),
+        ("TRAINIUM_MASTER_ADDR", "env name 'TRAINIUM_MASTER_ADDR' is set by the backend for every node"),
+        ("TRAINIUM_LAUNCH_DRY_RUN", "is set by the backend for every node"),
+    ],
+)
+def test_env_names_outside_the_allowlist_are_refused_naming_the_rule(name, rule):
+    with pytest.raises(JobSpecError) as err:
+        spec(env={name: "x"}).validate()
+    assert rule in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["NEURON_CC_FLAGS", "XLA_FLAGS", "PJRT_DEVICE", "FI_EFA_FORK_SAFE", "TRAINIUM_RUNTIME", "MALLOC_ARENA_MAX",
+     "AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL"],
+)  # fmt: skip
+def test_allowlisted_env_names_pass(name):
+    spec(env={name: "x"}).validate()
