@@ -169,8 +169,10 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def built_images(self, context: Context) -> list[str]:
         """The images ``NeuronImageBuildOperator`` tasks of this DAG returned in this run: trusted as built."""
-        dag = getattr(self, "dag", None)
-        task_ids = [t.task_id for t in (dag.tasks if dag else []) if t.task_type == "NeuronImageBuildOperator"]
+        from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+
+        tasks = self.dag.tasks if self.has_dag() else []
+        task_ids = [t.task_id for t in tasks if isinstance(t, NeuronImageBuildOperator)]
         if not task_ids:
             return []
         pulled = context["ti"].xcom_pull(task_ids=task_ids)
