@@ -180,13 +180,17 @@ with DAG(
     def current_latest_uri(base_uri: str) -> str | None:
         """The files of ``llama-finetune@latest`` when it was fine-tuned from the same base (so the two
         are comparable on the same held-out set), after its sha256 check; else None."""
-        from airflow_provider_trainium.registry import NotFoundError
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_trainium.registry import IntegrityError, NotFoundError
         from airflow_provider_trainium.registry.config import open_registry
 
         try:
             latest = open_registry().resolve(f"{MODEL_NAME}@latest")
         except NotFoundError:
             return None
+        except IntegrityError as err:
+            raise AirflowFailException(f"cannot judge against {MODEL_NAME}@latest: {err}") from err
         recorded = latest.manifest.get("base_model") or {}
         same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
         return latest.uri.rstrip("/") if same_base else None
