@@ -1,12 +1,21 @@
-"""The run params every Trainium DAG shares, with the JSON Schema that drives the UI trigger form."""
+"""The run params every Trainium DAG shares, with the JSON Schema that drives the UI trigger form, and the
+first-task checks that refuse what a run's conf must not choose (an untrusted image, an input outside the
+allowed prefixes) before any job starts."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from airflow.sdk import Param
 
 from airflow_provider_trainium.neuron.catalog import CATALOG
 
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+
 COMPUTE_DESCRIPTION = "auto: local without a trainium_default connection, ECS for 1 node, Batch for more"
+#: The form refuses what is not digest-pinned; ``check_image_param`` also checks the repository.
+IMAGE_PATTERN = r"^[^@\s]+@sha256:[0-9a-f]{64}$"
 
 
 def layout_params(instance_type: str = "trn1.2xlarge", nodes: int = 1) -> dict[str, Param]:
@@ -16,3 +25,38 @@ def layout_params(instance_type: str = "trn1.2xlarge", nodes: int = 1) -> dict[s
         "instance_type": Param(instance_type, enum=sorted(CATALOG)),
         "nodes": Param(nodes, type="integer", minimum=1, maximum=max(i.max_nodes for i in CATALOG.values())),
     }
+
+
+def image_param() -> Param:
+    """``image``: none (the connection's image, or the one the DAG builds) or a digest in the configured repo."""
+    return Param(
+        None,
+        type=["null", "string"],
+        pattern=IMAGE_PATTERN,
+        description="training image for ECS/Batch: <ecr_repository of the trainium connection>@sha256:<digest>",
+    )
+
+
+def check_image_param(image: str | None, config: TrainiumConfig) -> None:
+    """Refuse a run-conf image outside the trust rule in the DAG's first task (the job operator checks again)."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.neuron.images import image_problem, trusted_repository
+
+    problem = image_problem(image, trusted_repository(config))
+    if problem:
+        raise AirflowFailException(problem)
+
+
+def check_input_param(name: str, uri: str | None, config: TrainiumConfig) -> None:
+    """Refuse a run-conf input URI outside the artifact root and the connection's allowed prefixes."""
+    if not uri:
+        return
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.neuron.inputs import InputNotAllowedError, allowed_prefixes, check_input
+
+    try:
+        check_input(name, uri, allowed_prefixes(config.artifact_root, config.allowed_input_prefixes))
+    except InputNotAllowedError as err:
+        raise AirflowFailException(str(err)) from err

@@ -15,6 +15,7 @@ from airflow.sdk import DAG, Param, task
 
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.params import image_param
 
 MULTI_NODE_TYPES = sorted(name for name, it in CATALOG.items() if it.multi_node)
 
@@ -34,17 +35,21 @@ with DAG(
         "nodes": Param(2, type="integer", minimum=1, maximum=64),
         "instance_type": Param("trn1.32xlarge", enum=MULTI_NODE_TYPES),
         "bandwidth_mb": Param(16, type="number", minimum=0, maximum=4096, description="timed all-reduce size"),
-        "image": Param(None, type=["null", "string"], description="training image (Batch)"),
+        "image": image_param(),
     },
 ) as dag:
 
     @task
     def check_layout(params: dict | None = None) -> None:
-        """Reject an impossible layout before any instance starts."""
+        """Reject an impossible layout or an untrusted image before any instance starts."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
+        from airflow_provider_trainium.hooks.trainium import TrainiumHook
         from airflow_provider_trainium.neuron.spec import JobSpecError
         from airflow_provider_trainium.neuron.spec import check_layout as check
+        from airflow_provider_trainium.params import check_image_param
+
+        check_image_param(params.get("image"), TrainiumHook().get_config())
 
         try:
             check(params["instance_type"], int(params["nodes"]), entry_point="trainer.allreduce")

@@ -1,8 +1,11 @@
 """Daily Llama fine-tuning on Trainium: data prep for the run's data interval -> compile -> fine-tune ->
-evaluate against the base -> register; the ``latest`` alias moves only when the evaluation improves.
+evaluate against the current ``latest`` (or the base) on a fixed held-out set -> register; ``latest`` moves
+only forward, only for scheduled and backfill runs, and only when the evaluation clears ``MIN_IMPROVEMENT``.
 
 Backfill-safe (``airflow backfill create --dag-id trainium_llama_finetune --from-date ... --to-date ...``):
-every artifact of an interval lives under ``<artifact_root>/llama/finetune/<interval date>/``, each step is
+every artifact of an interval lives under ``<artifact_root>/llama/finetune/<interval date>/<spec key>/``
+(the key hashes the run's params, the base model's fingerprint and whether the run was manual, so a run
+resumes only its own checkpoints and a future-dated manual run cannot feed the scheduled one), each step is
 idempotent for that interval (data prep keeps an identical data set, the compile step skips a recorded
 cache key, the trainer skips a job whose output is complete, the registry returns the existing version
 for identical files), so rerunning an interval never registers a second version of it.
@@ -20,10 +23,19 @@ from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from airflow_provider_trainium.params import layout_params
+from airflow_provider_trainium.params import image_param, layout_params
 
 MODEL_NAME = "llama-finetune"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
+#: Promotion gate, fixed here and not in run params: the fine-tune's loss on the fixed held-out set must be
+#: this much below the current ``latest``'s (or the base's, when there is no comparable ``latest``).
+MIN_IMPROVEMENT = 0.01
+#: The fixed held-out set: the synthetic corpus of this date, tokenized with the base's tokenizer. No run
+#: param reaches it, so a run's conf cannot choose what it is judged on.
+HOLDOUT_DATE = "2025-12-31"
+HOLDOUT_RECORDS = 200
+#: Manual runs register their model but do not move ``latest``: only scheduled and backfill runs do.
+PROMOTE_MANUAL_RUNS = False
 
 
 def planned(key: str) -> str:
@@ -96,20 +108,26 @@ with DAG(
         "log_every": Param(10, type="integer", minimum=1),
         "checkpoint_every": Param(10, type="integer", minimum=0, description="0: only at the end"),
         "keep_checkpoints": Param(2, type="integer", minimum=1, maximum=100),
-        "min_improvement": Param(0.0, type="number", minimum=0, description="eval-loss drop needed to promote"),
         "runtime": Param("auto", enum=["auto", "xla", "eager"], description="force the trainer's runtime"),
-        "image": Param(None, type=["null", "string"], description="training image (ECS/Batch)"),
+        "image": image_param(),
     },
 ) as dag:
 
     @task
     def check_params(params: dict | None = None, **context: Any) -> dict[str, Any]:
-        """Reject a bad layout before anything starts; resolve the base model; key every URI by the interval."""
+        """Reject a bad layout, an untrusted image or an input outside the allowed prefixes before anything
+        starts; resolve the base model and the reference the fine-tune must beat; key every URI by the
+        interval and the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.hooks.trainium import TrainiumHook
         from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
+        from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
+        from airflow_provider_trainium.params import check_image_param, check_input_param
 
+        config = TrainiumHook().get_config()
+        check_image_param(params.get("image"), config)
+        check_input_param("input_uri", params.get("input_uri"), config)
         nodes = int(params["nodes"])
         try:
             check_layout(
@@ -123,30 +141,60 @@ with DAG(
         start = context.get("data_interval_start") or context["dag_run"].run_after
         interval = start.strftime("%Y-%m-%d")
         base_ref = params["base_model"].strip()
+        base_fingerprint = None
         if "://" in base_ref or base_ref.startswith("/"):
+            check_input_param("base_model", base_ref, config)
             base_uri = base_ref
         else:
-            from airflow_provider_trainium.registry import NotFoundError
+            from airflow_provider_trainium.registry import IntegrityError, NotFoundError
             from airflow_provider_trainium.registry.config import open_registry
 
             try:
-                base_uri = open_registry().resolve(base_ref).uri
-            except (NotFoundError, ValueError) as err:
+                base = open_registry().resolve(base_ref)
+            except (NotFoundError, IntegrityError, ValueError) as err:
                 raise AirflowFailException(
                     f"base_model {base_ref!r}: {err} (run trainium_llama_pretrain first, or pass a URI)"
                 ) from err
-        root = TrainiumHook().get_config().artifact_root.rstrip("/")
-        prefix = f"{root}/llama/finetune/{interval}"
+            base_uri, base_fingerprint = base.uri, base.manifest.get("fingerprint")
+        base_uri = base_uri.rstrip("/")
+        reference_uri = current_latest_uri(base_uri)
+        root = config.artifact_root.rstrip("/")
+        run_type = str(getattr(context["dag_run"], "run_type", "")).rsplit(".", 1)[-1].lower()
+        key = finetune_spec_key(dict(params), base_uri, base_fingerprint, manual=run_type == "manual")
+        prefix = f"{root}/llama/finetune/{interval}/{key}"
+        holdout_key = finetune_spec_key({"holdout": HOLDOUT_DATE, "records": HOLDOUT_RECORDS}, base_uri,
+                                        base_fingerprint, manual=False)  # fmt: skip
         return {
             "interval": interval,
-            "base_model_uri": base_uri.rstrip("/"),
+            "spec_key": key,
+            "base_model_uri": base_uri,
+            "reference_uri": reference_uri or base_uri,
             "input_uri": params["input_uri"].replace("{ds}", interval) if params.get("input_uri") else None,
             "data_uri": f"{prefix}/data",
+            "holdout_uri": f"{root}/llama/finetune/holdout/{holdout_key}",
             "checkpoint_uri": f"{prefix}/checkpoints",
             "model_uri": f"{prefix}/model",
             "eval_uri": f"{prefix}/evaluation",
             "peak_tflops": CATALOG[params["instance_type"]].peak_bf16_tflops * nodes,
         }
+
+    def current_latest_uri(base_uri: str) -> str | None:
+        """The files of ``llama-finetune@latest`` when it was fine-tuned from the same base (so the two
+        are comparable on the same held-out set), after its sha256 check; else None."""
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        from airflow_provider_trainium.registry import IntegrityError, NotFoundError
+        from airflow_provider_trainium.registry.config import open_registry
+
+        try:
+            latest = open_registry().resolve(f"{MODEL_NAME}@latest")
+        except NotFoundError:
+            return None
+        except IntegrityError as err:
+            raise AirflowFailException(f"cannot judge against {MODEL_NAME}@latest: {err}") from err
+        recorded = latest.manifest.get("base_model") or {}
+        same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
+        return latest.uri.rstrip("/") if same_base else None
 
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
@@ -168,6 +216,27 @@ with DAG(
             "{{ data_interval_end | ds if data_interval_end else '' }}",
         ],
         output_uri=planned("data_uri"),
+        distributed=False,
+        compute="{{ params.compute }}",
+        image="{{ params.image or '' }}",
+    )
+
+    prepare_holdout = NeuronJobOperator(
+        task_id="prepare_holdout",
+        entry_point="trainer.llama.data",
+        job_args=[
+            "--output-uri",
+            planned("holdout_uri"),
+            "--synthetic-date",
+            HOLDOUT_DATE,
+            "--synthetic-records",
+            str(HOLDOUT_RECORDS),
+            "--tokenizer-uri",
+            planned("base_model_uri") + "/tokenizer.json",
+            "--block-size",
+            "64",
+        ],
+        output_uri=planned("holdout_uri"),
         distributed=False,
         compute="{{ params.compute }}",
         image="{{ params.image or '' }}",
@@ -212,13 +281,13 @@ with DAG(
             "--model-uri",
             "{{ ti.xcom_pull(task_ids='finetune') }}",
             "--base-model-uri",
-            planned("base_model_uri"),
+            planned("reference_uri"),
             "--data-uri",
-            planned("data_uri"),
+            planned("holdout_uri"),
             "--batch-size",
             "{{ params.batch_size }}",
             "--min-improvement",
-            "{{ params.min_improvement }}",
+            str(MIN_IMPROVEMENT),
         ],
         output_uri=planned("eval_uri"),
         distributed=False,
@@ -239,18 +308,18 @@ with DAG(
 
     @task.short_circuit
     def improved(plan: dict[str, Any], registered: dict[str, Any]) -> bool:
-        """Promote only a model that beats its base on the interval's held-out data, and only when this run
-        registered it: rerunning an old interval must not move ``latest`` back to that interval's version."""
+        """Promote only a model that beats the current ``latest`` (or its base) on the fixed held-out set.
+        ``promote_latest`` moves forward only, so rerunning an old interval never moves ``latest`` back."""
         import json
 
         from airflow.sdk import ObjectStoragePath
 
-        if not registered.get("created"):
-            print(f"version {registered['version']} was registered by an earlier run; alias left as it is")
-            return False
         result = json.loads((ObjectStoragePath(plan["eval_uri"]) / "evaluation.json").read_text())
         verdict = "improves on" if result["improved"] else "does not improve on"
-        print(f"eval loss {result['eval_loss']} {verdict} the base's {result['base_eval_loss']}")
+        print(
+            f"version {registered['version']}: held-out loss {result['eval_loss']} {verdict} the reference's "
+            f"{result['base_eval_loss']} (by at least {MIN_IMPROVEMENT}; reference {plan['reference_uri']})"
+        )
         return bool(result["improved"])
 
     promote = PromoteModelAliasOperator(
@@ -258,8 +327,13 @@ with DAG(
         model_name=MODEL_NAME,
         alias="latest",
         version="{{ ti.xcom_pull(task_ids='register')['version'] }}",
-        reason="evaluation improved on the base for interval {{ ti.xcom_pull(task_ids='check_params')['interval'] }}",
+        reason="evaluation improved on the held-out set for interval "
+        "{{ ti.xcom_pull(task_ids='check_params')['interval'] }}",
+        forward_only=True,
+        promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
     plan = check_params()
-    plan >> prepare_data >> has_data(plan) >> compile_graphs >> finetune >> evaluate >> register
+    data_ok = has_data(plan)
+    plan >> prepare_data >> data_ok >> compile_graphs >> finetune >> evaluate >> register
+    data_ok >> prepare_holdout >> evaluate
     improved(plan, register.output) >> promote

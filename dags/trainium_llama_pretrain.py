@@ -1,4 +1,4 @@
-"""Llama pretraining on Trainium: image -> data prep -> compile -> pretrain -> register.
+"""Llama pretraining on Trainium: image -> data prep -> compile -> pretrain -> evaluate -> register -> promote.
 
 Manual trigger. Runs on a laptop (local compute, torch-xla CPU, ``tiny`` preset) or on Trn1 (ECS for one
 node, AWS Batch multi-node for more) by configuration alone. Checkpoints go to the artifact root every
@@ -21,9 +21,9 @@ from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from airflow_provider_trainium.params import layout_params
+from airflow_provider_trainium.params import image_param, layout_params
 
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b"]
@@ -31,6 +31,11 @@ MODEL_NAME = "llama-pretrain"
 REPOSITORY_ROOT = str(Path(__file__).resolve().parents[1])
 IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
+#: Promotion gate, fixed here and not in run params: the model's held-out loss must beat the same
+#: architecture's untrained (seeded random) initialisation by this many nats before it becomes ``latest``.
+MIN_IMPROVEMENT_OVER_UNTRAINED = 0.5
+#: This DAG runs only when triggered; its author lets such runs move ``latest`` once they pass the gate.
+PROMOTE_MANUAL_RUNS = True
 
 
 def planned(key: str) -> str:
@@ -93,18 +98,24 @@ with DAG(
         "input_uri": Param(None, type=["null", "string"], description="text/JSONL corpus; none: synthetic"),
         "synthetic_records": Param(400, type="integer", minimum=1, maximum=10_000_000),
         "runtime": Param("auto", enum=["auto", "xla", "eager"], description="force the trainer's runtime"),
-        "image": Param(None, type=["null", "string"], description="training image (ECS/Batch)"),
+        "image": image_param(),
     },
 ) as dag:
 
     @task
     def check_params(params: dict | None = None, run_id: str | None = None) -> dict[str, Any]:
-        """Reject a bad layout before anything starts; lay out this run's URIs; the peak for MFU."""
+        """Reject a bad layout, an untrusted image or an input outside the allowed prefixes before anything
+        starts; lay out this run's URIs; the peak for MFU."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.compute.naming import run_key
         from airflow_provider_trainium.hooks.trainium import TrainiumHook
         from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
+        from airflow_provider_trainium.params import check_image_param, check_input_param
+
+        config = TrainiumHook().get_config()
+        check_image_param(params.get("image"), config)
+        check_input_param("input_uri", params.get("input_uri"), config)
 
         nodes = int(params["nodes"])
         try:
@@ -116,13 +127,14 @@ with DAG(
             )
         except JobSpecError as err:
             raise AirflowFailException(str(err)) from err
-        root = TrainiumHook().get_config().artifact_root.rstrip("/")
+        root = config.artifact_root.rstrip("/")
         prefix = f"{root}/llama/pretrain/{run_key(run_id)}"
         return {
             "data_uri": f"{prefix}/data",
             "tokenizer_uri": f"{prefix}/data/tokenizer.json",
             "checkpoint_uri": f"{prefix}/checkpoints",
             "model_uri": f"{prefix}/model",
+            "eval_uri": f"{prefix}/evaluation",
             "peak_tflops": CATALOG[params["instance_type"]].peak_bf16_tflops * nodes,
         }
 
@@ -201,9 +213,54 @@ with DAG(
         dataset_uri=planned("data_uri"),
         checkpoint_uri=planned("checkpoint_uri"),
         image=IMAGE,
-        promote_alias="latest",
+    )
+    evaluate = NeuronJobOperator(
+        task_id="evaluate",
+        entry_point="trainer.llama.evaluate",
+        job_args=[
+            "--model-uri",
+            "{{ ti.xcom_pull(task_ids='pretrain') }}",
+            "--data-uri",
+            planned("data_uri"),
+            "--batch-size",
+            "{{ params.batch_size }}",
+            "--min-improvement",
+            str(MIN_IMPROVEMENT_OVER_UNTRAINED),
+        ],
+        output_uri=planned("eval_uri"),
+        distributed=False,
+        compute="{{ params.compute }}",
+        instance_type="{{ params.instance_type }}",
+        image=IMAGE,
+        env=LAYOUT["env"],
+    )
+
+    @task.short_circuit
+    def passes_gate(plan: dict[str, Any]) -> bool:
+        """Promote only a model whose held-out loss clears the DAG's fixed gate."""
+        import json
+
+        from airflow.sdk import ObjectStoragePath
+
+        result = json.loads((ObjectStoragePath(plan["eval_uri"]) / "evaluation.json").read_text())
+        verdict = "passes" if result["improved"] else "fails"
+        print(
+            f"eval loss {result['eval_loss']} vs untrained {result['base_eval_loss']}: {verdict} the gate "
+            f"(at least {MIN_IMPROVEMENT_OVER_UNTRAINED} lower)"
+        )
+        return bool(result["improved"])
+
+    promote = PromoteModelAliasOperator(
+        task_id="promote_latest",
+        model_name=MODEL_NAME,
+        alias="latest",
+        version="{{ ti.xcom_pull(task_ids='register')['version'] }}",
+        reason="held-out loss cleared the pretraining gate",
+        forward_only=True,
+        promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
     plan = check_params()
     branch = image_needed()
     plan >> branch >> [build_image, prepare_data]
-    build_image >> prepare_data >> has_data(plan) >> compile_graphs >> pretrain >> register
+    build_image >> prepare_data >> has_data(plan) >> compile_graphs >> pretrain >> evaluate >> register
+    register >> passes_gate(plan) >> promote

@@ -14,7 +14,12 @@ from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from airflow_provider_trainium.params import layout_params
+from airflow_provider_trainium.params import image_param, layout_params
+
+#: Promotion gate: fixed here by the DAG's author, never by a run's conf.
+MIN_ACCURACY = 0.9
+#: This DAG runs only when triggered; its author lets such runs move ``latest`` once they pass the gate.
+PROMOTE_MANUAL_RUNS = True
 
 DATA_URI = "{{ ti.xcom_pull(task_ids='prepare_data') }}"
 TRAIN_ARGS = [
@@ -45,17 +50,20 @@ with DAG(
         "epochs": Param(5, type="integer", minimum=1, maximum=100),
         "batch_size": Param(32, type="integer", minimum=1, maximum=4096, description="per NeuronCore"),
         "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=10),
-        "min_accuracy": Param(0.9, type="number", minimum=0, maximum=1),
-        "image": Param(None, type=["null", "string"], description="training image (ECS/Batch)"),
+        "image": image_param(),
     },
 ) as dag:
 
     @task
     def check_params(params: dict | None = None) -> None:
-        """Reject a bad layout (e.g. several trn1.2xlarge nodes) before anything starts."""
+        """Reject a bad layout (e.g. several trn1.2xlarge nodes) or an untrusted image before anything starts."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
+        from airflow_provider_trainium.hooks.trainium import TrainiumHook
         from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
+        from airflow_provider_trainium.params import check_image_param
+
+        check_image_param(params.get("image"), TrainiumHook().get_config())
 
         try:
             check_layout(params["instance_type"], int(params["nodes"]), entry_point="trainer.mnist_mlp.train")
@@ -89,7 +97,7 @@ with DAG(
             "--data-uri",
             DATA_URI,
             "--min-accuracy",
-            "{{ params.min_accuracy }}",
+            str(MIN_ACCURACY),
         ],  # fmt: skip
         distributed=False,
         compute="{{ params.compute }}",
@@ -103,5 +111,6 @@ with DAG(
         dataset_uri=DATA_URI,
         image="{{ params.image or '' }}",
         promote_alias="latest",
+        promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
     check_params() >> prepare_data >> compile_graphs >> train >> evaluate >> register

@@ -198,7 +198,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    mv = _registry(args).resolve(args.ref)
+    mv = _registry(args).resolve(args.ref, verify=False)  # shows the manifest; `verify` checks the files
     record = {"uri": mv.uri, "manifest_uri": mv.manifest_uri, **mv.manifest}
     if args.output in ("table", "plain"):
         args.output = "json"  # a manifest is nested: a table would flatten it beyond use
@@ -220,7 +220,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     registry = _registry(args)
-    mv = registry.resolve(args.ref)
+    mv = registry.resolve(args.ref, verify=False)  # verify reports the problems itself
     report = registry.verify(mv.name, mv.version)
     data = {
         "name": report.name,

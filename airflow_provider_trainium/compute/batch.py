@@ -12,7 +12,7 @@ import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_provider_trainium.compute import batch_definitions as defs
 from airflow_provider_trainium.compute.base import (

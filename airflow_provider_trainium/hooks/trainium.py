@@ -59,13 +59,15 @@ class TrainiumConfig:
     image: str | None = None
     #: ``docker``, ``buildah`` or ``codebuild``; unset lets NeuronImageBuildOperator pick (``auto``).
     image_builder: str | None = None
+    #: Prefixes (``s3://bucket/prefix``) a run's ``input_uri``/``base_model`` may read besides the artifact root.
+    allowed_input_prefixes: tuple[str, ...] = ()
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:
         """The config for a connection's extras, checked against the schema the connection form uses."""
         check_extra(extra)
         values: dict[str, Any] = {k: v for k, v in extra.items() if v not in (None, "")}
-        for name in ("subnets", "security_groups"):
+        for name in ("subnets", "security_groups", "allowed_input_prefixes"):
             if isinstance(values.get(name), str):
                 values[name] = tuple(s.strip() for s in values[name].split(",") if s.strip())
             elif name in values:

@@ -216,6 +216,7 @@ class _Collector:
         rel = posixpath.normpath(source.lstrip("/")) if source.strip("/") else "."
         if rel == ".." or rel.startswith("../"):
             raise ContextError(f"COPY source {source!r} points outside the build context")
+        self._refuse_symlinked_parents(source, rel)
         if GLOB_CHARS & set(rel):
             self._add_glob(source, rel)
             return
@@ -231,6 +232,21 @@ class _Collector:
             raise ContextError(f"COPY source {source!r} is excluded by .dockerignore")
         else:
             self.add(rel)
+
+    def _refuse_symlinked_parents(self, source: str, rel: str) -> None:
+        """A symlinked directory on the way to a source could lead anywhere on this machine (``/etc``, a
+        home directory): such a path is refused, never followed. A symlink that is itself the source is
+        copied as a link."""
+        parts = rel.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            parent = "/".join(parts[:depth])
+            if GLOB_CHARS & set(parent):
+                return  # the glob's matches are walked without following links
+            if os.path.islink(self.root / parent):
+                raise ContextError(
+                    f"COPY source {source!r} passes through the symlinked directory {parent!r}; the build "
+                    "context never follows symlinked directories (they may point outside it)"
+                )
 
     def _add_glob(self, source: str, rel: str) -> None:
         parts = rel.split("/")

@@ -21,6 +21,7 @@ from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumCo
 from airflow_provider_trainium.links.batch import batch_links
 from airflow_provider_trainium.links.ecs import EcsTaskLink, EcsTaskLogLink
 from airflow_provider_trainium.links.record import job_record, push_record
+from airflow_provider_trainium.neuron.images import check_image, trusted_repository
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 EXIT_BAD_INPUT = 65
@@ -128,7 +129,10 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return "/".join(parts)
 
     def extra_env(self, context: Context, config: TrainiumConfig, compute: str) -> dict[str, str]:
-        env: dict[str, str] = {}
+        from airflow_provider_trainium.neuron.inputs import allowed_prefixes, prefixes_env
+
+        # the trainer checks its inputs again against these prefixes
+        env: dict[str, str] = prefixes_env(allowed_prefixes(config.artifact_root, config.allowed_input_prefixes))
         if self.compile_cache_uri:
             env["TRAINIUM_COMPILE_CACHE_URI"] = self.compile_cache_uri
             if compute != "local":
@@ -166,6 +170,18 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         )
         return spec.validate()
 
+    def built_images(self, context: Context) -> list[str]:
+        """The images ``NeuronImageBuildOperator`` tasks of this DAG returned in this run: trusted as built."""
+        from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+
+        tasks = self.dag.tasks if self.has_dag() else []
+        task_ids = [t.task_id for t in tasks if isinstance(t, NeuronImageBuildOperator)]
+        if not task_ids:
+            return []
+        pulled = context["ti"].xcom_pull(task_ids=task_ids)
+        values = pulled if isinstance(pulled, list) else [pulled]
+        return [str(v) for v in values if isinstance(v, str) and v]
+
     # -- running it ---------------------------------------------------------------------------------
     def prepare(self, context: Context) -> tuple[ComputeBackend, JobSpec, str, dict[str, str]]:
         """Backend, validated spec, job name and tags; bad input fails here, before anything starts."""
@@ -181,6 +197,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             if compute == "local":
                 options["max_processes_per_node"] = self.local_max_processes_per_node
             backend = get_backend(compute, config, **options)
+            if compute != "local":
+                check_image(spec.image, trusted_repository(config), self.built_images(context))
             check = getattr(backend, "check", None)
             if check is not None:
                 check(spec)  # backend-specific checks (image, queue, layout) before any API call

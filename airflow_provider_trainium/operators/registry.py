@@ -40,6 +40,15 @@ def _actor(context: Context) -> dict[str, Any]:
     return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "try_number": ti.try_number}
 
 
+def may_promote(context: Context, promote_manual_runs: bool, log: Any) -> bool:
+    """Scheduled and backfill runs may promote; a manual run only when the DAG's author allows it."""
+    run_type = str(getattr(context["dag_run"], "run_type", "") or "")
+    if run_type.rsplit(".", 1)[-1].lower() == "manual" and not promote_manual_runs:
+        log.info("manual run: registered, not promoted (the DAG does not let manual runs promote)")
+        return False
+    return True
+
+
 class RegisterModelOperator(BaseOperator):
     """Publish a trained model's directory as the next version of ``model_name``.
 
@@ -61,7 +70,10 @@ class RegisterModelOperator(BaseOperator):
         it resolves to now) or any other reference (a Hugging Face id, a URI). Templated.
     :param image: training image reference; ``...@sha256:<digest>`` records the digest. Templated.
     :param aws_conn_id: AWS connection for ``s3://`` roots; default: the trainium connection's.
-    :param promote_alias: alias to move to the registered version (``latest``, ``staging``...).
+    :param promote_alias: alias to move to the registered version (``latest``, ``staging``...). The alias
+        only moves forward: a rerun of an older run never points it back at an older version.
+    :param promote_manual_runs: whether a manually triggered run may move ``promote_alias``. A DAG author's
+        setting, off by default: someone who may only trigger the DAG must not decide what ``latest`` is.
     """
 
     template_fields: Sequence[str] = (
@@ -90,9 +102,11 @@ class RegisterModelOperator(BaseOperator):
         aws_conn_id: str | None = None,
         trainium_conn_id: str = DEFAULT_CONN_ID,
         promote_alias: str | None = None,
+        promote_manual_runs: bool = False,
         **kwargs: Any,
     ) -> None:
         self.model_name = validate_model_name(model_name)
+        self.promote_manual_runs = promote_manual_runs
         asset = model_asset(model_name)
         outlets = list(kwargs.pop("outlets", None) or [])
         if asset not in outlets:
@@ -141,8 +155,10 @@ class RegisterModelOperator(BaseOperator):
             "registered" if result.created else "exists",
             mv.uri,
         )
-        if self.promote_alias:
-            state = registry.promote(mv.name, self.promote_alias, mv.version, moved_by=_actor(context))
+        if self.promote_alias and may_promote(context, self.promote_manual_runs, self.log):
+            state = registry.promote(
+                mv.name, self.promote_alias, mv.version, moved_by=_actor(context), forward_only=True
+            )
             self.log.info("alias %s@%s -> version %d", mv.name, state.alias, state.version)
         out = result.to_xcom()
         root = str(registry.root_uri)
@@ -172,6 +188,9 @@ class PromoteModelAliasOperator(BaseOperator):
     Moving an alias to the version it already points at changes nothing, so retries are harmless.
 
     :param version: version number, or the XCom result of ``RegisterModelOperator``. Templated.
+    :param forward_only: never move the alias to a version older than the one it points at (for ``latest``:
+        a rerun of an old interval must not move it back). Off for deliberate rollbacks.
+    :param promote_manual_runs: whether a manually triggered run may move the alias (a DAG author's setting).
     """
 
     template_fields: Sequence[str] = ("version", "alias", "reason", "artifact_root")
@@ -186,10 +205,14 @@ class PromoteModelAliasOperator(BaseOperator):
         artifact_root: str | None = None,
         aws_conn_id: str | None = None,
         trainium_conn_id: str = DEFAULT_CONN_ID,
+        forward_only: bool = False,
+        promote_manual_runs: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.model_name = validate_model_name(model_name)
+        self.forward_only = forward_only
+        self.promote_manual_runs = promote_manual_runs
         self.alias = alias
         self.version = version
         self.reason = reason
@@ -205,5 +228,16 @@ class PromoteModelAliasOperator(BaseOperator):
         version = validate_version(version)
         validate_alias(self.alias)
         registry = open_registry(self.artifact_root, self.aws_conn_id, self.trainium_conn_id)
-        state = registry.promote(self.model_name, self.alias, version, moved_by=_actor(context), reason=self.reason)
+        if not may_promote(context, self.promote_manual_runs, self.log):
+            from airflow.providers.common.compat.sdk import AirflowSkipException
+
+            raise AirflowSkipException("manual runs of this DAG do not move aliases")
+        state = registry.promote(
+            self.model_name,
+            self.alias,
+            version,
+            moved_by=_actor(context),
+            reason=self.reason,
+            forward_only=self.forward_only,
+        )
         return state.to_dict()

@@ -12,6 +12,7 @@ _EXPORTS = {
     "ModelRef": "names",
     "parse_ref": "names",
     "AliasState": "registry",
+    "IntegrityError": "registry",
     "ModelRegistry": "registry",
     "ModelVersion": "registry",
     "NotFoundError": "registry",
@@ -30,6 +31,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AliasState",
+    "IntegrityError",
     "InvalidNameError",
     "ModelRef",
     "ModelRegistry",

@@ -60,6 +60,10 @@ class NotFoundError(RegistryError, LookupError):
     """A model, version or alias that does not exist (for readers: no manifest means no version)."""
 
 
+class IntegrityError(RegistryError):
+    """A version's files no longer match the sha256 its manifest records: it must not be used."""
+
+
 class SourceChangedError(RegistryError):
     """The source files changed between hashing and upload; registering would record wrong checksums."""
 
@@ -197,20 +201,51 @@ class ModelRegistry:
         versions = self.list_versions(name)
         return self.get_version(name, versions[-1]) if versions else None
 
-    def resolve(self, ref: str | ModelRef) -> ModelVersion:
-        """``name`` (newest version), ``name:3`` or ``name@alias`` to a published version."""
+    def resolve(self, ref: str | ModelRef, verify: bool = True) -> ModelVersion:
+        """``name`` (newest version), ``name:3`` or ``name@alias`` to a published version.
+
+        With ``verify`` (the default) every file is hashed against the manifest first, so a file swapped
+        after publication (same size or not) is an IntegrityError, never a model someone goes on to use.
+        """
         ref = parse_ref(ref) if isinstance(ref, str) else ref
         if ref.version is not None:
-            return self.get_version(ref.name, ref.version)
-        if ref.alias is not None:
+            found = self.get_version(ref.name, ref.version)
+        elif ref.alias is not None:
             state = self.get_alias(ref.name, ref.alias)
             if state is None:
                 raise NotFoundError(f"model {ref.name!r} has no alias {ref.alias!r}")
-            return self.get_version(ref.name, state.version)
-        latest = self.latest_version(ref.name)
-        if latest is None:
-            raise NotFoundError(f"model {ref.name!r} has no versions in {store.uri_of(self.root)}")
-        return latest
+            found = self.get_version(ref.name, state.version)
+        else:
+            latest = self.latest_version(ref.name)
+            if latest is None:
+                raise NotFoundError(f"model {ref.name!r} has no versions in {store.uri_of(self.root)}")
+            found = latest
+        return self.verified(found) if verify else found
+
+    def verified(self, mv: ModelVersion) -> ModelVersion:
+        """``mv`` itself when its files hash to what its manifest records; else IntegrityError."""
+        problems = self._integrity_problems(mv)
+        if problems:
+            raise IntegrityError(
+                f"model {mv.name!r} version {mv.version} fails its sha256 check and must not be used: "
+                + "; ".join(problems[:10])
+            )
+        return mv
+
+    def download(self, ref: str | ModelRef, dest_uri: str) -> ModelVersion:
+        """Copy a version's files to ``dest_uri``, checking each one's sha256 against the manifest as it goes."""
+        mv = self.resolve(ref, verify=False)
+        files = self._version_dir(mv.name, mv.version) / "files"
+        dest = self._open(dest_uri)
+        for item in mv.manifest.get("files", []):
+            entry = FileEntry(item["path"], int(item["size"]), item["sha256"])
+            try:
+                _copy_verified(files / entry.path, dest / entry.path, entry)
+            except SourceChangedError as err:
+                raise IntegrityError(
+                    f"model {mv.name!r} version {mv.version}: {entry.path} does not match its manifest sha256"
+                ) from err
+        return mv
 
     # -- registering ---------------------------------------------------------------------------------
     def register(
@@ -231,8 +266,8 @@ class ModelRegistry:
 
         Identical content (same relative paths and sha256) returns the version that already holds it,
         so a retried task, or a second run that produced the same bytes, never creates a second version.
-        ``created`` is True when this call, or an earlier try of the same task (same dag_id, run_id,
-        task_id, map_index in ``lineage``), published the version.
+        ``created`` is True only when this call published the version: a version that already existed (a
+        retry, a cleared rerun that keeps its run id) is reported as existing.
         A registration that crashed part-way is finished by the next registration of the same content.
         """
         validate_model_name(name)
@@ -265,9 +300,8 @@ class ModelRegistry:
             self._fresh(name)
             existing = store.read_json(self._version_dir(name, version) / "manifest.json")
             if existing is not None:
-                mine = _same_task(existing.get("source") or {}, lineage or {})
                 log.info("model %s: content %s is already version %d", name, fp[:12], version)
-                return RegisterResult(self._model_version(name, version, existing), created=mine)
+                return RegisterResult(self._model_version(name, version, existing), created=False)
             return self._publish(name, version, source, entries, fp, manifest_fields)
         raise RegistryError(f"could not register {name!r}: too much contention")
 
@@ -316,7 +350,7 @@ class ModelRegistry:
             return {"ref": base_model}
         if ref.version is None and ref.alias is None:
             return {"ref": base_model}
-        parent = self.resolve(ref)
+        parent = self.resolve(ref)  # verified: a tampered parent is refused, not recorded
         return {
             "ref": base_model,
             "name": parent.name,
@@ -388,9 +422,8 @@ class ModelRegistry:
         sources = dict(walk_files(source))
         for entry in entries:
             target = dest / entry.path
-            if _same_size(target, entry.size):
-                # Left by an earlier attempt at this same content: only this content is ever written here.
-                continue
+            if _same_content(target, entry):
+                continue  # left by an earlier attempt at this same content, byte for byte
             _copy_verified(sources[entry.path], target, entry)
 
     # -- aliases -------------------------------------------------------------------------------------
@@ -439,8 +472,12 @@ class ModelRegistry:
         version: int,
         moved_by: dict[str, Any] | None = None,
         reason: str | None = None,
+        forward_only: bool = False,
     ) -> AliasState:
         """Point ``alias`` at ``version``. Concurrent moves are serialised, none is lost, all are in history.
+
+        ``forward_only``: leave the alias where it is when it already points at a newer version (a rerun of an
+        old interval must never move ``latest`` back); the current state is returned.
 
         The move happens when this call exclusively creates the alias's next history entry; the pointer
         file is then advanced with a conditional write that never moves it backwards.
@@ -452,6 +489,11 @@ class ModelRegistry:
             head = self._alias_head(name, alias)
             if head and int(head["version"]) == version:
                 return AliasState.from_dict(head)  # already there: a retried promotion changes nothing
+            if forward_only and head and int(head["version"]) > version:
+                log.info(
+                    "alias %s@%s is at version %s, newer than %d: not moved back", name, alias, head["version"], version
+                )
+                return AliasState.from_dict(head)
             revision = int(head["revision"]) + 1 if head else 1
             state = AliasState(
                 name=name,
@@ -484,6 +526,11 @@ class ModelRegistry:
     def verify(self, name: str, version: int) -> VerifyReport:
         """Recompute every file's size and sha256 against the manifest; list what differs."""
         mv = self.get_version(name, version)
+        problems = self._integrity_problems(mv)
+        return VerifyReport(name, int(version), len(mv.manifest.get("files", [])), problems)
+
+    def _integrity_problems(self, mv: ModelVersion) -> list[str]:
+        name, version = mv.name, mv.version
         self._fresh(name)
         files = self._version_dir(name, version) / "files"
         problems = []
@@ -502,18 +549,16 @@ class ModelRegistry:
             for rel, _path in walk_files(files):
                 if rel not in listed:
                     problems.append(f"{rel}: not in the manifest")
-        return VerifyReport(name, int(version), len(listed), problems)
+        return problems
 
 
-def _same_task(recorded: dict[str, Any], lineage: dict[str, Any]) -> bool:
-    """Was the existing version registered by this very task (an earlier try of it)?"""
-    keys = ("dag_id", "run_id", "task_id", "map_index")
-    return bool(lineage.get("run_id")) and all(recorded.get(k) == lineage.get(k) for k in keys)
-
-
-def _same_size(path: ObjectStoragePath, size: int) -> bool:
+def _same_content(path: ObjectStoragePath, entry: FileEntry) -> bool:
+    """Does ``path`` hold exactly ``entry``'s bytes? Sizes alone are not enough: a same-size file could be
+    planted in a version being registered."""
     try:
-        return int(path.stat()["size"]) == size
+        if int(path.stat()["size"]) != entry.size:
+            return False
+        return sha256_stream(path) == (entry.size, entry.sha256)
     except FileNotFoundError:
         return False
 
@@ -545,9 +590,11 @@ def _copy_verified(src: ObjectStoragePath, dst: ObjectStoragePath, entry: FileEn
 
 def _abort_upload(fh: Any) -> None:
     """Drop an S3 upload before it completes, so no object with the wrong bytes appears."""
+    fh = getattr(fh, "_obj", fh)  # ObjectStoragePath wraps the fsspec file
     discard = getattr(fh, "discard", None)
     if callable(discard):
         discard()
+        fh.closed = True  # s3fs's discard leaves no buffer: closing it would try to upload again
 
 
 def _check(src: ObjectStoragePath, entry: FileEntry, size: int, sha: str) -> None:

@@ -15,7 +15,8 @@ def find_model(
     """The awaited version as ``{"name", "version", "uri", "manifest_uri", "metrics"}``, or None yet.
 
     ``version``: that version is published. ``alias``: the alias points at a version above ``newer_than``.
-    Neither: the newest version is above ``newer_than``.
+    Neither: the newest version is above ``newer_than``. Its files are hashed against the manifest first:
+    a tampered version raises IntegrityError.
     """
     from airflow_provider_trainium.registry.registry import NotFoundError
 
@@ -33,6 +34,7 @@ def find_model(
         found = registry.latest_version(model_name)
         if found is None or found.version <= newer_than:
             return None
+    found = registry.verified(found)  # a version whose files fail their sha256 is an error, never reported
     return {
         "name": found.name,
         "version": found.version,

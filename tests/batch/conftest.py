@@ -10,7 +10,9 @@ import pytest
 from tests.batch import moto_batch
 from tests.conftest import MOTO_REGION, set_trainium_connection
 
-IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium:2.31"
+REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium"
+#: Jobs run only digest-pinned images of the connection's repository.
+IMAGE = f"{REPOSITORY}@sha256:{'cd' * 32}"
 LOG_GROUP = "/trainium/jobs"
 QUEUE = "trn-queue"
 #: Remote compute only takes S3 locations.
@@ -55,6 +57,7 @@ def batch_env(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> BatchEnv:
         artifact_root=ARTIFACT_ROOT,
         batch_job_queues=queues,
         image=IMAGE,
+        ecr_repository=REPOSITORY,
         log_group=LOG_GROUP,
         job_role_arn="arn:aws:iam::123456789012:role/trainium-job",
     )

@@ -29,7 +29,9 @@ ARTIFACT_ROOT = f"s3://{ARTIFACT_BUCKET}/trainium"
 LOG_GROUP = "/trainium/test"
 #: moto does not validate AMI ids; this stands for the ECS-optimized Neuron AMI.
 AMI = "ami-0e1c5be2aa956338b"
-IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium-training:test"
+REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium-training"
+#: Jobs run only digest-pinned images of the connection's repository.
+IMAGE = f"{REPOSITORY}@sha256:{'ab' * 32}"
 #: Share of nominal memory the kernel reports (and ECS registers) on these instance types.
 REGISTERED_MEMORY_FRACTION = 0.97
 
@@ -101,6 +103,7 @@ class EcsWorld:
             "security_groups": [self.security_group_id],
             "log_group": LOG_GROUP,
             "image": IMAGE,
+            "ecr_repository": REPOSITORY,
             "ecs_execution_role_arn": "arn:aws:iam::123456789012:role/trainium-execution",
             "job_role_arn": "arn:aws:iam::123456789012:role/trainium-job",
         }

@@ -12,7 +12,7 @@ from pathlib import Path
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.links.ecs import ecs_log_url, ecs_task_url
 from tests.conftest import set_trainium_connection
-from tests.ecs.conftest import ARTIFACT_ROOT, CLUSTER, IMAGE, LOG_GROUP
+from tests.ecs.conftest import ARTIFACT_ROOT, CLUSTER, IMAGE, LOG_GROUP, REPOSITORY
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 DAG_ID = "trainium_mnist_mlp"
@@ -60,6 +60,7 @@ def connect(world, monkeypatch, tmp_path) -> None:
         security_groups=[world.security_group_id],
         log_group=LOG_GROUP,
         image=IMAGE,
+        ecr_repository=REPOSITORY,
     )
 
 

@@ -120,6 +120,7 @@ def test_codebuild_uploads_the_context_creates_the_project_and_runs_a_build(
 ) -> None:
     s3 = client(aws_conn_id, "s3")
     s3.create_bucket(Bucket="artifacts")
+    s3.put_bucket_versioning(Bucket="artifacts", VersioningConfiguration={"Status": "Enabled"})
     builder = CodeBuildBuilder(
         aws_conn_id=aws_conn_id,
         source_uri="s3://artifacts/image-contexts",
@@ -144,7 +145,11 @@ def test_codebuild_uploads_the_context_creates_the_project_and_runs_a_build(
     assert project["serviceRole"] == ROLE
     assert project["logsConfig"]["cloudWatchLogs"]["groupName"] == "/trainium/codebuild"
     (build_id,) = codebuild.list_builds_for_project(projectName="trainium-image-build")["ids"]
-    assert codebuild.batch_get_builds(ids=[build_id])["builds"][0]["buildStatus"] == "SUCCEEDED"
+    (started,) = codebuild.batch_get_builds(ids=[build_id])["builds"]
+    assert started["buildStatus"] == "SUCCEEDED"
+    # The build is pinned to the exact object version uploaded, not to whatever the key holds later.
+    (uploaded,) = s3.list_object_versions(Bucket="artifacts", Prefix=f"image-contexts/{app.digest}.zip")["Versions"]
+    assert started["sourceVersion"] == uploaded["VersionId"]
 
     # A second image reuses the project as it is and starts a second build.
     builder.build(BuildRequest(staged, "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:ctx-2", "f" * 64))
@@ -152,10 +157,22 @@ def test_codebuild_uploads_the_context_creates_the_project_and_runs_a_build(
     assert codebuild.list_projects()["projects"] == ["trainium-image-build"]
 
 
+def test_codebuild_refuses_an_unversioned_context_bucket(aws_conn_id: str, app: BuildContext, tmp_path: Path) -> None:
+    client(aws_conn_id, "s3").create_bucket(Bucket="artifacts")
+    builder = CodeBuildBuilder(aws_conn_id=aws_conn_id, source_uri="s3://artifacts/image-contexts",
+                               service_role_arn=ROLE, poll_interval=0)  # fmt: skip
+    request = BuildRequest(app.stage(tmp_path / "staged"), "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:1", "a" * 64)
+    with pytest.raises(BuilderUnavailable, match="no versioning"):
+        builder.build(request)
+    assert client(aws_conn_id, "codebuild").list_builds()["ids"] == []
+
+
 def test_codebuild_without_project_or_role_fails_before_starting(
     aws_conn_id: str, app: BuildContext, tmp_path: Path
 ) -> None:
-    client(aws_conn_id, "s3").create_bucket(Bucket="artifacts")
+    s3 = client(aws_conn_id, "s3")
+    s3.create_bucket(Bucket="artifacts")
+    s3.put_bucket_versioning(Bucket="artifacts", VersioningConfiguration={"Status": "Enabled"})
     builder = CodeBuildBuilder(aws_conn_id=aws_conn_id, source_uri="s3://artifacts/ctx", poll_interval=0)
     request = BuildRequest(
         app.stage(tmp_path / "s"), "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:ctx-1", app.digest
@@ -200,6 +217,7 @@ def test_codebuild_log_streaming_reads_each_line_once(aws_conn_id: str) -> None:
 def test_codebuild_then_ecr_end_to_end_second_run_skips(aws_conn_id: str, app: BuildContext) -> None:
     """moto's CodeBuild runs no commands, so the wrapper plays the buildspec's push with PutImage."""
     client(aws_conn_id, "s3").create_bucket(Bucket="artifacts")
+    client(aws_conn_id, "s3").put_bucket_versioning(Bucket="artifacts", VersioningConfiguration={"Status": "Enabled"})
     client(aws_conn_id, "ecr").create_repository(repositoryName="trainium/train")
     registry = EcrRegistry("trainium/train", aws_conn_id=aws_conn_id)
     codebuild = CodeBuildBuilder(

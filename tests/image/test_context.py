@@ -231,3 +231,30 @@ def test_file_changed_between_hash_and_stage_is_refused(project: Path, tmp_path:
     (project / "config.json").write_text('{"changed": true}\n')
     with pytest.raises(ContextError, match="changed while the image was being prepared"):
         context.stage(tmp_path / "staged")
+
+
+def test_symlinked_directories_are_never_followed_out_of_the_context(tmp_path: Path) -> None:
+    """A symlink to a directory outside the context is copied as a link at most: nothing behind it is
+    hashed, staged or uploaded, and a COPY source that passes through it is refused."""
+    outside = write_tree(tmp_path / "outside", {"secret/credentials": "aws_secret_access_key=x\n"})
+    ctx = write_tree(tmp_path / "ctx", {"Dockerfile": "FROM scratch\nCOPY app/ /app/\n", "app/main.py": "x\n"})
+    os.symlink(outside, ctx / "app" / "home")
+    context = BuildContext.load(ctx, "Dockerfile")
+    assert {e.path: e.kind for e in context.entries}["app/home"] == "link"
+    assert not any("credentials" in e.path for e in context.entries)
+    staged = context.stage(tmp_path / "staged")
+    with zipfile.ZipFile(_zip(staged, tmp_path)) as archive:
+        assert not any("credentials" in n for n in archive.namelist())
+
+    (ctx / "Dockerfile").write_text("FROM scratch\nCOPY app/home/secret/credentials /c\n")
+    with pytest.raises(ContextError, match="symlinked directory 'app/home'"):
+        BuildContext.load(ctx, "Dockerfile")
+    (ctx / "Dockerfile").write_text("FROM scratch\nCOPY app/home/secret /s\n")
+    with pytest.raises(ContextError, match="never follows symlinked directories"):
+        BuildContext.load(ctx, "Dockerfile")
+
+
+def _zip(staged, tmp_path: Path) -> Path:
+    path = tmp_path / "ctx.zip"
+    staged.write_zip(path)
+    return path

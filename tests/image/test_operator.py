@@ -135,7 +135,9 @@ def ecr_setup(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> Any:
         ecr_repository="trainium/train",
         artifact_root="s3://artifacts/trainium",
     )
-    AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3").conn.create_bucket(Bucket="artifacts")
+    s3 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3").conn
+    s3.create_bucket(Bucket="artifacts")
+    s3.put_bucket_versioning(Bucket="artifacts", VersioningConfiguration={"Status": "Enabled"})
     ecr = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="ecr").conn
     ecr.create_repository(repositoryName="trainium/train")
     return ecr

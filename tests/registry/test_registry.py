@@ -68,7 +68,7 @@ def test_reregister_same_content_is_idempotent(registry, trained_dir):
 
     assert registry.register("m", first, lineage=run).version.version == 1
     retry = registry.register("m", first, lineage={**run, "try_number": 2})
-    assert (retry.version.version, retry.created) == (1, True)  # the same task's retry: its own version
+    assert (retry.version.version, retry.created) == (1, False)  # even the same task's retry: it exists
     again = registry.register("m", copy, lineage={**run, "run_id": "r2"})
     assert (again.version.version, again.created) == (1, False)
     assert registry.register("m", other).version.version == 2

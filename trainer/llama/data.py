@@ -30,6 +30,7 @@ import numpy as np
 
 from trainer.common import uri as uris
 from trainer.common.errors import BadInputError, exits_on_bad_input
+from trainer.common.inputs import check_input
 from trainer.llama.corpus import synthetic_jsonl
 from trainer.llama.tokenizer import BOS, EOS, load_tokenizer, save_tokenizer, special_id, train_tokenizer
 
@@ -318,6 +319,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
+    check_input("--input-uri", args.input_uri)
+    check_input("--tokenizer-uri", args.tokenizer_uri)
     interval = {k: v for k, v in (("start", args.interval_start), ("end", args.interval_end)) if v}
     if args.synthetic_date:
         interval.setdefault("date", args.synthetic_date)

@@ -16,6 +16,7 @@ import os
 from trainer.common import uri as uris
 from trainer.common.device import init_runtime
 from trainer.common.errors import BadInputError, exits_on_bad_input
+from trainer.common.inputs import check_input
 from trainer.llama.data import load_blocks, read_index
 from trainer.llama.hf_checkpoint import HFCheckpoint
 from trainer.llama.model import base_model, build_config
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if not args.output_uri:
         raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+    check_input("--base-model-uri", args.base_model_uri)
     runtime = init_runtime(args.compile_cache_uri)
     vocab = int(read_index(args.data_uri)["vocab_size"])
     loss = model_loss(args.model_uri, args.model_uri, args.data_uri, runtime, args.batch_size, vocab)

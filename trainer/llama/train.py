@@ -41,6 +41,7 @@ from trainer.common.device import Runtime, init_runtime
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.feed import device_feed, gather_batches
+from trainer.common.inputs import check_input
 from trainer.common.metrics import MetricsRecorder
 from trainer.llama import neuron
 from trainer.llama.data import load_blocks, read_index
@@ -502,7 +503,10 @@ def resume(
 @exits_on_bad_input
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    train(parse_args(argv))
+    args = parse_args(argv)
+    check_input("--base-model-uri", args.base_model_uri)
+    check_input("--data-uri", args.data_uri)
+    train(args)
 
 
 if __name__ == "__main__":

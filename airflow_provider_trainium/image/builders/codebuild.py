@@ -99,18 +99,26 @@ class CodeBuildBuilder:
 
         return AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type=client_type)
 
-    def upload_context(self, request: BuildRequest) -> str:
-        """Zip the staged context to ``s3://bucket/prefix/<context digest>.zip``; returns ``bucket/key``."""
+    def upload_context(self, request: BuildRequest) -> tuple[str, str]:
+        """Zip the staged context to ``s3://bucket/prefix/<context digest>.zip``; returns ``bucket/key`` and
+        the S3 version id of exactly the object written, which the build is then pinned to: an object put
+        under the same key afterwards (by anyone who may write there) is not what gets built."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
         key = "/".join(p for p in (self.prefix, f"{request.context_digest}.zip") if p)
         with tempfile.TemporaryDirectory(prefix="trainium-codebuild-") as tmp:
             archive = Path(tmp, "context.zip")
             request.context.write_zip(archive)
-            S3Hook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).load_file(
-                str(archive), key=key, bucket_name=self.bucket, replace=True
+            client = S3Hook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).get_conn()
+            with archive.open("rb") as body:
+                response = client.put_object(Bucket=self.bucket, Key=key, Body=body)
+        version = response.get("VersionId")
+        if not version or version == "null":
+            raise BuilderUnavailable(
+                f"s3://{self.bucket} has no versioning: CodeBuild must be pinned to the exact context object "
+                "uploaded (sourceVersion), so enable versioning on the bucket (the base stack does)"
             )
-        return f"{self.bucket}/{key}"
+        return f"{self.bucket}/{key}", version
 
     def ensure_project(self, source_location: str) -> None:
         """Create the project once; an existing project is used as it is (it may be customised)."""
@@ -141,12 +149,13 @@ class CodeBuildBuilder:
         client.create_project(**project)
         log.info("created CodeBuild project %s", self.project_name)
 
-    def start(self, request: BuildRequest, source_location: str) -> str:
+    def start(self, request: BuildRequest, source_location: str, source_version: str) -> str:
         client = self._hook("codebuild").conn
         response = client.start_build(
             projectName=self.project_name,
             sourceTypeOverride="S3",
             sourceLocationOverride=source_location,
+            sourceVersion=source_version,  # for S3 sources: the object version to build
             buildspecOverride=buildspec(request),
             privilegedModeOverride=True,
             # A retry within CodeBuild's idempotency window joins the build already started for this tag.
@@ -194,9 +203,9 @@ class CodeBuildBuilder:
             return
 
     def build(self, request: BuildRequest) -> str | None:
-        source = self.upload_context(request)
+        source, version = self.upload_context(request)
         self.ensure_project(source)
-        build = self.wait(self.start(request, source))
+        build = self.wait(self.start(request, source, version))
         for var in build.get("exportedEnvironmentVariables") or []:
             if var.get("name") == "IMAGE_DIGEST" and var.get("value"):
                 return str(var["value"])

@@ -1,0 +1,71 @@
+"""Which inputs a run may read: the artifact root, prefixes the connection lists, and registry references.
+
+Data and base models chosen in a run's conf are read with the job role (or the worker's own rights on local
+compute) and end up in registered artifacts, so a URI outside those prefixes (``file:///etc/...``, a path
+outside the root, ``https://...``) is refused before any job. The trainer repeats the check
+(``trainer/common/inputs.py``) with the prefixes the provider passes in ``ALLOWED_PREFIXES_ENV``.
+Pure string rules: no storage is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Iterable
+
+ALLOWED_PREFIXES_ENV = "TRAINIUM_ALLOWED_INPUT_PREFIXES"
+RULE = "bounded inputs: a run reads only under the artifact root, the connection's allowed_input_prefixes"
+
+
+class InputNotAllowedError(ValueError):
+    """An input URI outside every allowed prefix; the message names the rule and the prefixes."""
+
+
+def normalize(uri: str) -> str:
+    """``scheme://path`` with plain paths as ``file://``; ``..`` segments are refused, not resolved."""
+    uri = uri.strip()
+    if "://" not in uri:
+        if not uri.startswith("/"):
+            raise InputNotAllowedError(f"input {uri!r} refused: a relative path ({RULE})")
+        uri = "file://" + uri
+    scheme, _, rest = uri.partition("://")
+    if any(part == ".." for part in rest.split("/")):
+        raise InputNotAllowedError(f"input {uri!r} refused: '..' segments are not allowed ({RULE})")
+    rest = posixpath.normpath(rest) if rest else rest
+    if scheme == "file" and not rest.startswith("/"):
+        rest = "/" + rest
+    return f"{scheme.lower()}://{rest.rstrip('/')}"
+
+
+def allowed_prefixes(artifact_root: str, extra: Iterable[str] = ()) -> list[str]:
+    return [normalize(p) for p in (artifact_root, *extra) if p and p.strip()]
+
+
+def is_under(uri: str, prefixes: Iterable[str]) -> bool:
+    target = normalize(uri)
+    return any(target == p or target.startswith(p + "/") for p in (normalize(x) for x in prefixes))
+
+
+def check_input(name: str, uri: str, prefixes: Iterable[str]) -> str:
+    """``uri`` when it lies under one of ``prefixes``; else InputNotAllowedError naming the field and rule."""
+    prefixes = list(prefixes)
+    try:
+        inside = is_under(uri, prefixes)
+    except InputNotAllowedError as err:
+        raise InputNotAllowedError(f"{name}: {err}") from None
+    if not inside:
+        raise InputNotAllowedError(
+            f"{name} {uri!r} refused: {RULE}, or a registry reference; allowed prefixes: {', '.join(prefixes)}"
+        )
+    return uri
+
+
+def prefixes_env(prefixes: Iterable[str]) -> dict[str, str]:
+    """The environment entry the trainer reads its allowed prefixes from."""
+    return {ALLOWED_PREFIXES_ENV: json.dumps(list(prefixes), separators=(",", ":"))}
+
+
+def prefixes_from_env(environ: dict[str, str] | None = None) -> list[str]:
+    raw = (environ if environ is not None else os.environ).get(ALLOWED_PREFIXES_ENV, "")
+    return [str(p) for p in json.loads(raw)] if raw else []
