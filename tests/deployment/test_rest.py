@@ -72,12 +72,6 @@ def backfill_runs(api, dag_id: str) -> dict[str, dict]:
     return {r["logical_date"][:10]: r for r in runs}
 
 
-@pytest.mark.xfail(
-    reason="registry: a cleared rerun keeps its run id, so register reports the existing version as created "
-    "and promote_latest moves `latest` back to it",
-    strict=True,
-    raises=AssertionError,  # a timeout or an error is a failure, not the defect
-)
 def test_backfill_over_two_intervals_then_a_cleared_interval_adds_no_version_and_keeps_latest(
     deployment, api, registry
 ):

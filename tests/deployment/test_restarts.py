@@ -50,12 +50,6 @@ def test_scheduler_killed_and_restarted_mid_run_the_run_still_succeeds(deploymen
     deployment.wait_healthy(60, components=("scheduler",))
 
 
-@pytest.mark.xfail(
-    reason="compute/local.py: a job not in the worker's memory is reported FAILED, so the retry kills it and "
-    "trains a second time",
-    strict=True,
-    raises=AssertionError,  # a timeout or an error is a failure, not the defect
-)
 def test_killed_worker_retry_attaches_to_the_same_job_and_leaves_no_orphans(deployment, api, registry):
     run_id = start_mnist_until_training(api, deployment)
     pid = api.task_instance(MNIST, run_id, "train")["pid"]
