@@ -24,7 +24,7 @@ def spec(instance_type: str, nodes: int = 1, **changes: object) -> JobSpec:
         "nodes": nodes,
         "image": IMAGE,
         "output_uri": "s3://b/runs/1",
-        "env": {"SEED": "3"},
+        "env": {"TRAINIUM_SEED": "3"},
     }
     values.update(changes)
     return JobSpec(**values).validate()  # type: ignore[arg-type]
