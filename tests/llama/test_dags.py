@@ -113,7 +113,23 @@ class Scheduler:
     def run(self) -> None:
         """The API server (task execution) and the scheduler; the DAG is already serialized."""
         self.start("api-server", "--port", str(self.port), "--host", "127.0.0.1", "--workers", "1")
+        # Tasks report to the execution API from their first line: start them only once it answers.
+        self.wait_until_api_answers(timeout=300)
         self.start("scheduler")
+
+    def wait_until_api_answers(self, timeout: float) -> None:
+        import requests
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[0].poll() is not None:
+                pytest.fail(f"the api-server exited with {self.procs[0].returncode}\n{self.tail()}")
+            try:
+                requests.get(f"http://127.0.0.1:{self.port}/api/v2/monitor/health", timeout=5)
+                return
+            except requests.ConnectionError:
+                time.sleep(1)
+        pytest.fail(f"the api-server did not answer within {timeout} s\n{self.tail()}")
 
     def start(self, *args: str) -> None:
         out = open(self.log_dir / f"{args[0]}.log", "w")  # noqa: SIM115 (closed with the process)
