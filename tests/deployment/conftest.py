@@ -162,3 +162,14 @@ def training_processes(home: Path, entry_point: str) -> list[Any]:
         if entry_point in cmdline and str(home) in cmdline:
             found.append(proc)
     return found
+
+
+def mnist_min_accuracy() -> float:
+    """The MNIST DAG's promotion gate, read from the DAG file (the DAG author's setting, not a run param)."""
+    import ast
+
+    tree = ast.parse((REPO / "dags" / "trainium_mnist_mlp.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "MIN_ACCURACY" for t in node.targets):
+            return float(ast.literal_eval(node.value))
+    raise AssertionError("dags/trainium_mnist_mlp.py defines no MIN_ACCURACY")
