@@ -13,7 +13,7 @@ from tests.batch.conftest import IMAGE as BATCH_IMAGE
 from tests.batch.conftest import REPOSITORY as BATCH_REPOSITORY
 from tests.batch.test_operator_batch import TaskInstanceStandIn, context, jobs_named, operator
 from tests.conftest import set_trainium_connection
-from tests.ecs.conftest import CLUSTER, IMAGE, LOG_GROUP, REPOSITORY
+from tests.ecs.conftest import ARTIFACT_ROOT, CLUSTER, IMAGE, LOG_GROUP, REPOSITORY
 from tests.registry.conftest import run_dag
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -40,7 +40,7 @@ def connect_ecs(world, monkeypatch, tmp_path, **extra) -> None:
         monkeypatch,
         aws_conn_id=world.aws_conn_id,
         region_name="us-east-1",
-        artifact_root=tmp_path.as_uri(),
+        artifact_root=ARTIFACT_ROOT,  # remote compute only takes S3 locations
         ecs_cluster=CLUSTER,
         subnets=[world.subnet_id],
         security_groups=[world.security_group_id],
