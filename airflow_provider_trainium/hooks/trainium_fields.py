@@ -86,6 +86,15 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "description": "Image URI jobs run when a task names none (repository@digest or :tag).",
         "schema": _OPTIONAL_STRING,
     },
+    "allowed_input_prefixes": {
+        "label": "Allowed input prefixes",
+        "description": "Prefixes (s3://bucket/prefix, a list or separated by commas) a run's input_uri and "
+        "base_model may read from, besides the artifact root and registry references.",
+        "schema": {
+            "type": ["array", "string", "null"],
+            "items": {"type": "string", "pattern": r"^(s3|file)://.+"},
+        },
+    },
     "image_builder": {
         "label": "Image builder",
         "description": "How NeuronImageBuildOperator builds images; empty picks one (auto).",

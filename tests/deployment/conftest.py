@@ -112,7 +112,7 @@ def wait_run(api: Api, deployment: Deployment, dag_id: str, run_id: str, timeout
     return state
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def deployment() -> Iterator[Deployment]:
     """The deployment, started once; the start time goes to test-artifacts/deployment-start.txt."""
     if (HOME / "deployment" / "state.json").exists():
@@ -139,12 +139,12 @@ def deployment() -> Iterator[Deployment]:
         dep.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api(deployment: Deployment) -> Api:
     return Api(deployment.url, USERNAME, deployment.password)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def registry(deployment: Deployment):
     """The deployment's model registry: the embedded default artifact root, ``file://<home>/trainium``."""
     from airflow_provider_trainium.registry import ModelRegistry

@@ -66,7 +66,9 @@ def test_killed_worker_retry_attaches_to_the_same_job_and_leaves_no_orphans(depl
 
 # -- the triggerer, with a Batch job deferred against the moto server ---------------------------------------
 
-IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium:2.31"
+# Trusted images only: a digest in the connection's ECR repository.
+REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium"
+IMAGE = f"{REPOSITORY}@sha256:{'cd' * 32}"
 QUEUE = "trn-queue"
 LOG_GROUP = "/trainium/jobs"
 BUCKET = "trainium-artifacts"
@@ -111,7 +113,8 @@ def batch_deployment(deployment, api, moto_reset, monkeypatch) -> Iterator[dict[
                      "extra": {"endpoint_url": moto_reset, "region_name": MOTO_REGION}},
         "trainium_default": {"conn_type": "trainium", "extra": {
             "aws_conn_id": "aws_moto", "region_name": MOTO_REGION, "artifact_root": f"s3://{BUCKET}/trainium",
-            "batch_job_queues": {"trn1.32xlarge": QUEUE}, "image": IMAGE, "log_group": LOG_GROUP,
+            "batch_job_queues": {"trn1.32xlarge": QUEUE}, "image": IMAGE, "ecr_repository": REPOSITORY,
+            "log_group": LOG_GROUP,
             "job_role_arn": "arn:aws:iam::123456789012:role/trainium-job"}},
     }  # fmt: skip
     for conn_id, conn in connections.items():

@@ -23,7 +23,9 @@ DAGS = ["trainium_mnist_mlp", "trainium_allreduce_smoke", "trainium_llama_pretra
 MNIST = "trainium_mnist_mlp"
 
 
-@pytest.fixture(scope="session")
+# Module scope: sync Playwright runs an event loop in this thread until it closes, which later tests
+# calling asyncio.run() could not share.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if shutil.which(CHROMIUM) is None:
         pytest.fail(f"{CHROMIUM} not found: run .ci/system-deps.sh (Debian's chromium package)")
