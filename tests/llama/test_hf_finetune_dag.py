@@ -22,9 +22,10 @@ def test_finetune_dag_starts_from_a_sharded_hugging_face_directory(tmp_path, mon
     from trainer.common.uri import local_path
 
     root = tmp_path / "artifacts"
-    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT",
-                       json.dumps({"conn_type": "trainium", "extra": {"artifact_root": root.as_uri()}}))  # fmt: skip
     base = tmp_path / "base"
+    # A base outside the artifact root is read only from a prefix the connection allows (bounded inputs).
+    extra = {"artifact_root": root.as_uri(), "allowed_input_prefixes": [base.as_uri()]}
+    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", json.dumps({"conn_type": "trainium", "extra": extra}))
     save_tiny_llama(base)
     assert len(list(base.glob("model-*.safetensors"))) > 2
     dag = DagBag(dag_folder=str(DAGS)).get_dag("trainium_llama_finetune")
