@@ -58,7 +58,7 @@ def test_killed_worker_retry_attaches_to_the_same_job_and_leaves_no_orphans(depl
     assert api.task_instance(MNIST, run_id, "train")["try_number"] == 2
     assert training_processes(deployment.home, "trainer.mnist_mlp") == []
     name = job_name(MNIST, "train", run_id)
-    jobs = sorted(p.name for p in (deployment.home / "trainium-local" / "logs").glob(f"{name}-*"))
+    jobs = sorted(p.name for p in (deployment.home / "trainium-local" / "jobs").glob(f"{name}-*"))
     assert len(jobs) == 1, f"train ran as {len(jobs)} jobs: {jobs}"
     registered = api.xcom(MNIST, run_id, "register")
     assert registry.get_version("mnist-mlp", registered["version"]).metrics["samples_per_second"] > 0

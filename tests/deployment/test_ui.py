@@ -131,8 +131,8 @@ def test_bad_numbers_are_refused_by_the_form_and_a_bad_layout_never_reaches_a_jo
     states = api.task_states(MNIST, run_id)
     assert states["check_params"] == "failed" and states["train"] == "upstream_failed"
     state_dir = deployment.home / "trainium-local"
-    assert not list(state_dir.glob(f"{job_name(MNIST, 'train', run_id)}*"))
-    assert not list(state_dir.glob(f"{job_name(MNIST, 'prepare_data', run_id)}*"))
+    assert not list(state_dir.rglob(f"{job_name(MNIST, 'train', run_id)}*"))
+    assert not list(state_dir.rglob(f"{job_name(MNIST, 'prepare_data', run_id)}*"))
     assert training_processes(deployment.home, "trainer.") == []
 
 
