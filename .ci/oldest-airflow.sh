@@ -17,7 +17,7 @@ if [ ! -f "$STAMP" ]; then
     "apache-airflow==$AIRFLOW_OLDEST" \
     "apache-airflow-providers-amazon[aiobotocore]>=9.39,<10" \
     "apache-airflow-providers-common-compat>=1.23" \
-    "s3fs>=2024.6" "torch==2.9.0" "torch-xla==2.9.0" "numpy>=1.26" "safetensors>=0.4" "scikit-learn>=1.5" \
+    "s3fs>=2024.6" "torch==2.9.1" "torch-xla==2.9.0" "numpy==1.26.4" "safetensors>=0.4" "scikit-learn>=1.5" \
     "pytest>=8" "pytest-timeout>=2.3" "moto[server]>=5.1" "jsonschema>=4" "wtforms>=3"
   "$VENV/bin/uv" pip install -q -p "$VENV/bin/python" --no-deps --config-settings editable_mode=compat -e .
   touch "$STAMP"
