@@ -105,7 +105,6 @@ def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str, 
         output_dir=out,
         max_steps=steps,
         per_device_train_batch_size=batch_size,
-        train_sampling_strategy="sequential",
         max_grad_norm=MAX_GRAD_NORM,
         logging_steps=log_every,
         save_strategy="no",
@@ -130,7 +129,14 @@ def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str, 
                 self.losses[state.global_step] = logs["loss"]
 
     clock = StepClock()
-    trainer = Trainer(
+
+    class SequentialTrainer(Trainer):
+        """Our data order (sequential blocks). transformers 4.x has no sampling-strategy argument."""
+
+        def _get_train_sampler(self, *args, **kwargs):  # noqa: ANN002, ANN003
+            return torch.utils.data.SequentialSampler(self.train_dataset)
+
+    trainer = SequentialTrainer(
         model=model, args=training, train_dataset=Blocks(), callbacks=[clock], optimizers=(optimizer, scheduler)
     )
     result = trainer.train()
