@@ -165,3 +165,22 @@ class CallCounter:
 
     def count(self, operation: str) -> int:
         return self.calls.count(operation)
+
+
+def connect_trainium(world: EcsWorld, monkeypatch: pytest.MonkeyPatch, **extra: object) -> None:
+    """``trainium_default`` pointing at this world's cluster, subnets, log group and trusted image."""
+    from tests.conftest import set_trainium_connection
+
+    set_trainium_connection(
+        monkeypatch,
+        aws_conn_id=world.aws_conn_id,
+        region_name="us-east-1",
+        artifact_root=ARTIFACT_ROOT,  # remote compute only takes S3 locations
+        ecs_cluster=CLUSTER,
+        subnets=[world.subnet_id],
+        security_groups=[world.security_group_id],
+        log_group=LOG_GROUP,
+        image=IMAGE,
+        ecr_repository=REPOSITORY,
+        **extra,
+    )

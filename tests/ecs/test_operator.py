@@ -11,8 +11,7 @@ from pathlib import Path
 
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.links.ecs import ecs_log_url, ecs_task_url
-from tests.conftest import set_trainium_connection
-from tests.ecs.conftest import ARTIFACT_ROOT, CLUSTER, IMAGE, LOG_GROUP, REPOSITORY
+from tests.ecs.conftest import CLUSTER, connect_trainium
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 DAG_ID = "trainium_mnist_mlp"
@@ -49,21 +48,6 @@ def xcom(run, task_id: str, key: str):
         return None if row is None else XComModel.deserialize_value(row)
 
 
-def connect(world, monkeypatch, tmp_path) -> None:
-    set_trainium_connection(
-        monkeypatch,
-        aws_conn_id=world.aws_conn_id,
-        region_name="us-east-1",
-        artifact_root=ARTIFACT_ROOT,
-        ecs_cluster=CLUSTER,
-        subnets=[world.subnet_id],
-        security_groups=[world.security_group_id],
-        log_group=LOG_GROUP,
-        image=IMAGE,
-        ecr_repository=REPOSITORY,
-    )
-
-
 def ecs_task_of(world, run, task_id: str) -> dict:
     (arn,) = world.ecs.list_tasks(cluster=CLUSTER, startedBy=naming.job_name(DAG_ID, task_id, run.run_id))["taskArns"]
     return world.ecs.describe_tasks(cluster=CLUSTER, tasks=[arn])["tasks"][0]
@@ -73,7 +57,7 @@ def test_mnist_dag_runs_every_job_on_ecs_through_the_trigger(ecs_world, task_pro
     task_progress({"progression": "immediate"})  # each task has finished when its trigger first looks
     for _ in JOB_TASKS:  # moto frees an instance only on StopTask, not when a task ends by itself
         ecs_world.add_instance("trn1.2xlarge")
-    connect(ecs_world, monkeypatch, tmp_path)
+    connect_trainium(ecs_world, monkeypatch)
 
     run = mnist_dag().test(run_conf={"compute": "ecs", "instance_type": "trn1.2xlarge", "epochs": 1})
 
@@ -110,7 +94,7 @@ def test_mnist_dag_runs_every_job_on_ecs_through_the_trigger(ecs_world, task_pro
 def test_multi_node_on_ecs_fails_the_task_before_any_run_task(ecs_world, task_progress, monkeypatch, tmp_path):
     task_progress({"progression": "immediate"})
     ecs_world.add_instance("trn1.2xlarge")  # for prepare_data, a one-node job
-    connect(ecs_world, monkeypatch, tmp_path)
+    connect_trainium(ecs_world, monkeypatch)
 
     run = mnist_dag().test(run_conf={"compute": "ecs", "instance_type": "trn1.32xlarge", "nodes": 2})
 

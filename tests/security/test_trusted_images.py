@@ -12,8 +12,7 @@ from airflow_provider_trainium.neuron.images import RULE, image_problem, reposit
 from tests.batch.conftest import IMAGE as BATCH_IMAGE
 from tests.batch.conftest import REPOSITORY as BATCH_REPOSITORY
 from tests.batch.test_operator_batch import TaskInstanceStandIn, context, jobs_named, operator
-from tests.conftest import set_trainium_connection
-from tests.ecs.conftest import ARTIFACT_ROOT, CLUSTER, IMAGE, LOG_GROUP, REPOSITORY
+from tests.ecs.conftest import CLUSTER, REPOSITORY, connect_trainium
 from tests.registry.conftest import run_dag
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -35,22 +34,6 @@ def test_the_rule():
     assert repository_uri("trainium-training", "us-east-1", []) == ""
 
 
-def connect_ecs(world, monkeypatch, tmp_path, **extra) -> None:
-    set_trainium_connection(
-        monkeypatch,
-        aws_conn_id=world.aws_conn_id,
-        region_name="us-east-1",
-        artifact_root=ARTIFACT_ROOT,  # remote compute only takes S3 locations
-        ecs_cluster=CLUSTER,
-        subnets=[world.subnet_id],
-        security_groups=[world.security_group_id],
-        log_group=LOG_GROUP,
-        image=IMAGE,
-        ecr_repository=REPOSITORY,
-        **extra,
-    )
-
-
 def ecs_calls(world) -> tuple[list[str], list[str]]:
     """Tasks started and task definitions registered in the moto cluster: both empty means no RunTask."""
     return world.ecs.list_tasks(cluster=CLUSTER)["taskArns"], world.ecs.list_task_definitions()["taskDefinitionArns"]
@@ -69,7 +52,7 @@ def test_a_public_image_via_conf_is_refused_with_no_run_task(ecs_world, monkeypa
     from airflow.dag_processing.dagbag import DagBag
 
     ecs_world.add_instance("trn1.2xlarge")
-    connect_ecs(ecs_world, monkeypatch, tmp_path)
+    connect_trainium(ecs_world, monkeypatch)
     dag = DagBag(dag_folder=str(DAGS)).get_dag("trainium_mnist_mlp")
 
     run = dag.test(run_conf={"compute": "ecs", "image": PUBLIC})
@@ -87,7 +70,7 @@ def test_the_job_operator_refuses_an_untrusted_image_before_any_aws_call(ecs_wor
     from airflow_provider_trainium.operators.job import NeuronJobOperator
 
     ecs_world.add_instance("trn1.2xlarge")
-    connect_ecs(ecs_world, monkeypatch, tmp_path)
+    connect_trainium(ecs_world, monkeypatch)
     with DAG("untrusted_image_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         NeuronJobOperator(task_id="job", entry_point="trainer.allreduce", distributed=False, compute="ecs",
                           image="{{ dag_run.conf['image'] }}", retries=0)  # fmt: skip
@@ -111,7 +94,7 @@ def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkey
 
     task_progress({"progression": "immediate"})
     ecs_world.add_instance("trn1.2xlarge")
-    connect_ecs(ecs_world, monkeypatch, tmp_path)
+    connect_trainium(ecs_world, monkeypatch)
     with DAG("built_image_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         build = PrebuiltImage(task_id="build_image")
         job = NeuronJobOperator(task_id="job", entry_point="trainer.allreduce", distributed=False, compute="ecs",
