@@ -53,7 +53,9 @@ def test_each_backend_declares_what_it_can_do(tmp_path, monkeypatch):
     batch = table.build_backend("batch", CONFIGURED)
     assert (local.defers, ecs.defers, batch.defers) == (False, True, True)
     assert (local.runs_image, ecs.runs_image, batch.runs_image) == (False, True, True)
-    assert local.compile_wrapper() == () and batch.compile_wrapper() == ecs.compile_wrapper() == (NEURON_PARALLEL_COMPILE,)
+    assert local.compile_wrapper() == () and batch.compile_wrapper() == ecs.compile_wrapper() == (
+        NEURON_PARALLEL_COMPILE,
+    )
     assert local.max_processes_per_node == 3 and local.state_dir == tmp_path / "trainium-local"
     spec = JobSpec(name="t", entry_point="m", instance_type="trn1.32xlarge", image="repo@sha256:" + "a" * 64)
     assert local.runs_as(spec).nproc_per_node == 3 and batch.runs_as(spec).nproc_per_node == 32
