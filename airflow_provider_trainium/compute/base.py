@@ -90,6 +90,13 @@ def run_trigger_in_worker(trigger: Any) -> JobStatus:
     return JobStatus.from_event(asyncio.run(first_event()))
 
 
+class JobInputError(ValueError):
+    """A job the platform must not be sent (bad configuration, storage or queue): rerunning cannot help.
+
+    Raised before anything is paid for; the operator fails the task without retries.
+    """
+
+
 class JobFailedError(RuntimeError):
     """The job ran and failed. ``retryable`` is False when a rerun would fail the same way (bad input)."""
 

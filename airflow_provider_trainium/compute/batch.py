@@ -12,13 +12,12 @@ import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowFailException
-
 from airflow_provider_trainium.compute import batch_definitions as defs
 from airflow_provider_trainium.compute.base import (
     SPEC_HASH_TAG,
     ComputeBackend,
     JobHandle,
+    JobInputError,
     JobState,
     JobStatus,
     LogSink,
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 SPOT_TYPES = frozenset({"SPOT", "FARGATE_SPOT"})
 
 
-class BatchInputError(AirflowFailException, ValueError):
+class BatchInputError(JobInputError):
     """A job Batch must not be sent (wrong storage, wrong queue): fails the task before anything is paid for."""
 
 

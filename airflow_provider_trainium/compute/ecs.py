@@ -15,12 +15,11 @@ import time
 from functools import cached_property
 from typing import Any
 
-from airflow.providers.common.compat.sdk import AirflowFailException
-
 from airflow_provider_trainium.compute.base import (
     SPEC_HASH_TAG,
     ComputeBackend,
     JobHandle,
+    JobInputError,
     JobState,
     JobStatus,
     LogSink,
@@ -51,7 +50,7 @@ PLACEMENT_REASONS = {
 }
 
 
-class EcsInputError(AirflowFailException, ValueError):
+class EcsInputError(JobInputError):
     """Bad configuration or spec for ECS: fails the task without retries, before anything is paid for."""
 
 

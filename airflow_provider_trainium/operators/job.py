@@ -21,7 +21,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.compute.attach import Attached, find_or_submit
 from airflow_provider_trainium.compute.backends import all_links, backend_links, backends
-from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
+from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobInputError, JobState, JobStatus
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
@@ -282,8 +282,13 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     # -- running it ---------------------------------------------------------------------------------
     def attach(self, context: Context, prepared: PreparedJob) -> Attached:
         """The job an earlier try (or a restarted worker) started, else a new one. Never a second copy."""
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
         backend = self.backend_for(prepared.compute)
-        attached = find_or_submit(backend, prepared.spec, prepared.job_name, prepared.tags, self.log.info)
+        try:
+            attached = find_or_submit(backend, prepared.spec, prepared.job_name, prepared.tags, self.log.info)
+        except JobInputError as err:  # what only the platform could tell (a Spot queue, no such queue)
+            raise AirflowFailException(str(err)) from err
         self.remember(context, attached.handle)
         return attached
 
