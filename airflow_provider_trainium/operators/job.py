@@ -138,6 +138,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.deferrable = deferrable
         self.local_max_processes_per_node = local_max_processes_per_node
         self._config: TrainiumConfig | None = None
+        self._node_count: int | None = None
         self._prepared: PreparedJob | None = None
         self._backend: ComputeBackend | None = None
         self._handle: JobHandle | None = None
@@ -204,7 +205,10 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return spec.validate()
 
     def _nodes(self) -> int:
-        return _int(self.nodes, "nodes")
+        """``nodes`` (templated: it may arrive as a string) as an int, converted once per try."""
+        if self._node_count is None:
+            self._node_count = _int(self.nodes, "nodes")
+        return self._node_count
 
     def built_images(self, context: Context) -> list[str]:
         """The images ``NeuronImageBuildOperator`` tasks of this DAG returned in this run: trusted as built."""
@@ -303,7 +307,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
         Also forgets what an earlier try prepared (an operator object may serve several tries).
         """
-        self._config, self._prepared, self._result = None, None, _UNSET
+        self._config, self._node_count, self._prepared, self._result = None, None, None, _UNSET
         push_record(context)
         super().pre_execute(context)
 
