@@ -4,16 +4,17 @@ allowed prefixes) before any job starts."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from airflow.sdk import Param
 
+from airflow_provider_trainium.compute.backends import AUTO, compute_choices, compute_description
 from airflow_provider_trainium.neuron.catalog import CATALOG
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
-COMPUTE_DESCRIPTION = "auto: local without a trainium_default connection, ECS for 1 node, Batch for more"
 #: The form refuses what is not digest-pinned; ``check_image_param`` also checks the repository.
 IMAGE_PATTERN = r"^[^@\s]+@sha256:[0-9a-f]{64}$"
 
@@ -21,10 +22,17 @@ IMAGE_PATTERN = r"^[^@\s]+@sha256:[0-9a-f]{64}$"
 def layout_params(instance_type: str = "trn1.2xlarge", nodes: int = 1) -> dict[str, Param]:
     """``compute``, ``instance_type`` and ``nodes``; the cross-field rules are checked by ``check_layout``."""
     return {
-        "compute": Param("auto", enum=["auto", "local", "ecs", "batch"], description=COMPUTE_DESCRIPTION),
+        "compute": compute_param(),
         "instance_type": Param(instance_type, enum=sorted(CATALOG)),
         "nodes": Param(nodes, type="integer", minimum=1, maximum=max(i.max_nodes for i in CATALOG.values())),
     }
+
+
+def compute_param(only: Collection[str] | None = None) -> Param:
+    """``compute``: ``auto`` or a registered backend (``only`` narrows it, e.g. to the multi-node ones)."""
+    choices = [c for c in compute_choices() if only is None or c == AUTO or c in only]
+    description = f"{AUTO}: picks one by connection and nodes; {compute_description()}"
+    return Param(AUTO, enum=choices, description=description)
 
 
 def image_param() -> Param:

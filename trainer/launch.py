@@ -1,15 +1,17 @@
 """Entry point of every training container (the image's ENTRYPOINT) and of every local job's node.
 
 The backends send only this launcher's arguments; it turns them and the node's environment into the torchrun
-command and execs it. AWS Batch sets ``AWS_BATCH_JOB_NUM_NODES``, ``AWS_BATCH_JOB_NODE_INDEX`` and
-``AWS_BATCH_JOB_MAIN_NODE_INDEX`` on every node, and ``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` on the
-children only: the main node uses its own address. ``--nproc-per-node`` always comes from the job (the
-provider knows the instance type's NeuronCores): a missing value would silently train on one core per node.
+command and execs it. ``--nproc-per-node`` always comes from the job (the provider knows the instance type's
+NeuronCores): a missing value would silently train on one core per node.
 
     python -m trainer.launch --nodes=4 --nproc-per-node=32 --module=trainer.allreduce -- --size-mb 64
 
-Settings only local compute gives: ``TRAINIUM_MASTER_ADDR`` (the rendezvous address on every node),
-``TRAINIUM_MASTER_PORT`` and ``TRAINIUM_RANK_LOG_DIR`` (torchrun's per-rank log files, teed to the console).
+The rendezvous is one neutral contract: ``TRAINIUM_NUM_NODES``, ``TRAINIUM_NODE_RANK``, ``TRAINIUM_MAIN_ADDR``
+and optionally ``TRAINIUM_MAIN_PORT`` (default 41000). A backend either sets them (local compute) or its
+platform's own variables are mapped onto them here by one adapter in ``PLATFORM_ADAPTERS``: AWS Batch sets
+``AWS_BATCH_JOB_NUM_NODES``, ``AWS_BATCH_JOB_NODE_INDEX`` and ``AWS_BATCH_JOB_MAIN_NODE_INDEX`` on every node, and
+``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` on the children only: the main node uses its own address.
+``TRAINIUM_RANK_LOG_DIR`` (local compute) tees torchrun's per-rank log files to the console.
 ``--dry-run`` or ``TRAINIUM_LAUNCH_DRY_RUN=1`` prints the command as JSON and exits 0 instead of running it.
 
 Runs inside the container, so it imports neither Airflow nor the provider (nor torch: it only execs torchrun).
@@ -23,10 +25,20 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 DEFAULT_MASTER_PORT = 41000
 EXIT_BAD_INPUT = 65
+NUM_NODES, NODE_RANK, MAIN_ADDR, MAIN_PORT = (
+    "TRAINIUM_NUM_NODES",
+    "TRAINIUM_NODE_RANK",
+    "TRAINIUM_MAIN_ADDR",
+    "TRAINIUM_MAIN_PORT",
+)
+#: Earlier names of the main address and port, still read when the neutral ones are absent.
+LEGACY_NAMES = {MAIN_ADDR: "TRAINIUM_MASTER_ADDR", MAIN_PORT: "TRAINIUM_MASTER_PORT"}
+#: Which platform adapter filled in the neutral variables (named in error messages).
+RENDEZVOUS_FROM = "TRAINIUM_RENDEZVOUS_FROM"
 
 
 class LaunchError(Exception):
@@ -64,24 +76,60 @@ def own_address() -> str:
             return address or "127.0.0.1"
 
 
-def rendezvous(nodes: int, env: Mapping[str, str]) -> tuple[int, str]:
-    """(node_rank, master_addr) for this node of a ``nodes``-node job."""
-    pinned = env.get("TRAINIUM_MASTER_ADDR", "").strip()
-    if nodes == 1:
-        return 0, pinned or "127.0.0.1"
+def from_aws_batch(env: Mapping[str, str]) -> dict[str, str] | None:
+    """AWS Batch multi-node parallel job -> the neutral contract; None on any other platform."""
+    if not env.get("AWS_BATCH_JOB_NUM_NODES", "").strip():
+        return None
     why = "set by AWS Batch on multi-node parallel jobs"
     num_nodes = _int_var(env, "AWS_BATCH_JOB_NUM_NODES", why)
-    if num_nodes != nodes:
-        raise LaunchError(f"AWS_BATCH_JOB_NUM_NODES={num_nodes} but the job was built for --nodes={nodes}")
     node_index = _int_var(env, "AWS_BATCH_JOB_NODE_INDEX", why)
     main_index = _int_var(env, "AWS_BATCH_JOB_MAIN_NODE_INDEX", why)
-    if not (0 <= node_index < nodes and 0 <= main_index < nodes):
-        raise LaunchError(f"node index {node_index} / main node index {main_index} outside 0..{nodes - 1}")
-    if pinned:
-        return node_index, pinned
-    if node_index == main_index:
-        return node_index, own_address()  # Batch gives the main node no MAIN_NODE address
-    return node_index, _require(env, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "set by AWS Batch on child nodes")
+    if not (0 <= node_index < num_nodes and 0 <= main_index < num_nodes):
+        raise LaunchError(f"node index {node_index} / main node index {main_index} outside 0..{num_nodes - 1}")
+    mapped = {NUM_NODES: str(num_nodes), NODE_RANK: str(node_index)}
+    if not (env.get(MAIN_ADDR, "") or env.get(LEGACY_NAMES[MAIN_ADDR], "")).strip():
+        if node_index == main_index:
+            mapped[MAIN_ADDR] = own_address()  # Batch gives the main node no MAIN_NODE address
+        else:
+            mapped[MAIN_ADDR] = _require(
+                env, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "set by AWS Batch on child nodes"
+            )
+    return mapped
+
+
+#: platform -> adapter from its variables to the neutral contract. A new platform adds one line here.
+PLATFORM_ADAPTERS: dict[str, Callable[[Mapping[str, str]], dict[str, str] | None]] = {"aws-batch": from_aws_batch}
+
+
+def neutral_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the neutral rendezvous filled in from the platform's variables when the backend set none."""
+    merged = dict(env)
+    for neutral, legacy in LEGACY_NAMES.items():
+        if not merged.get(neutral, "").strip() and merged.get(legacy, "").strip():
+            merged[neutral] = merged[legacy]
+    if merged.get(NUM_NODES, "").strip():
+        return merged
+    for platform, adapter in PLATFORM_ADAPTERS.items():
+        mapped = adapter(merged)
+        if mapped is not None:
+            return {**merged, **mapped, RENDEZVOUS_FROM: platform}
+    return merged
+
+
+def rendezvous(nodes: int, env: Mapping[str, str]) -> tuple[int, str]:
+    """(node_rank, main address) for this node of a ``nodes``-node job, from the neutral contract."""
+    if nodes == 1:  # a one-node job needs no platform: loopback unless the backend pinned an address
+        return 0, (env.get(MAIN_ADDR, "") or env.get(LEGACY_NAMES[MAIN_ADDR], "")).strip() or "127.0.0.1"
+    env = neutral_environment(env)
+    why = "the backend sets it on every node of a multi-node job; on AWS Batch it comes from AWS_BATCH_JOB_NUM_NODES"
+    num_nodes = _int_var(env, NUM_NODES, why)
+    if num_nodes != nodes:
+        source = f" (from {env[RENDEZVOUS_FROM]})" if env.get(RENDEZVOUS_FROM) else ""
+        raise LaunchError(f"{NUM_NODES}={num_nodes}{source} but the job was built for --nodes={nodes}")
+    node_rank = _int_var(env, NODE_RANK, why)
+    if not 0 <= node_rank < nodes:
+        raise LaunchError(f"{NODE_RANK}={node_rank} outside 0..{nodes - 1}")
+    return node_rank, _require(env, MAIN_ADDR, why)
 
 
 def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.executable) -> list[str]:
@@ -99,7 +147,7 @@ def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.exe
     if args.nproc_per_node < 1:
         raise LaunchError(f"--nproc-per-node must be >= 1, got {args.nproc_per_node}")
     node_rank, master_addr = rendezvous(args.nodes, env)
-    port = args.master_port or _int_or_default(env, "TRAINIUM_MASTER_PORT", DEFAULT_MASTER_PORT)
+    port = args.master_port or _int_or_default(neutral_environment(env), MAIN_PORT, DEFAULT_MASTER_PORT)
     logs: list[str] = []
     log_dir = env.get("TRAINIUM_RANK_LOG_DIR", "").strip()
     if log_dir:
@@ -143,7 +191,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--nproc-per-node", type=int, default=None, help="processes (NeuronCores) per node")
     parser.add_argument("--single-process", action="store_true", help="run the module once, without torchrun")
     parser.add_argument("--wrap", action="append", help="a command word put in front (neuron_parallel_compile)")
-    parser.add_argument("--master-port", type=int, default=None, help="default: TRAINIUM_MASTER_PORT or 41000")
+    parser.add_argument("--master-port", type=int, default=None, help="default: TRAINIUM_MAIN_PORT or 41000")
     parser.add_argument("--module", required=True, help="the trainer module each rank runs")
     parser.add_argument("--dry-run", action="store_true", help="print the command as JSON instead of running it")
     if "--" in argv:

@@ -1,4 +1,5 @@
-"""Where a job runs. One small interface (``ComputeBackend``), one module per place."""
+"""Where a job runs. One small interface (``ComputeBackend``), one module per place, one table of them
+(:mod:`compute.backends`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,4 @@ from airflow_provider_trainium.compute.base import (
     JobStatus,
 )
 
-COMPUTE_CHOICES: tuple[str, ...] = ("auto", "local", "ecs", "batch")
-
-__all__ = ["COMPUTE_CHOICES", "ComputeBackend", "JobFailedError", "JobHandle", "JobState", "JobStatus"]
+__all__ = ["ComputeBackend", "JobFailedError", "JobHandle", "JobState", "JobStatus"]

@@ -1,7 +1,9 @@
 """The interface every compute backend (local, ECS, Batch) implements.
 
 Operators only talk to this: submit a job, find one a previous try already submitted, read its status,
-cancel it, and (for remote backends) hand a trigger to the triggerer while it runs.
+cancel it, and (for remote backends) hand a trigger to the triggerer while it runs. A backend also declares
+what it can do (``defers``, ``runs_image``, ``check``, its compile wrapper, its job environment), so an
+operator asks the backend instead of branching on its name. The set of backends is ``compute.backends``.
 """
 
 from __future__ import annotations
@@ -11,11 +13,18 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.neuron.spec import JobSpec
 
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+
 LogSink = Callable[[str], None]
+#: The command word that fills the Neuron compilation cache from a short trial of the training command.
+NEURON_PARALLEL_COMPILE = "neuron_parallel_compile"
+#: The job tag (Batch, ECS) and handle detail that record which spec a job runs.
+SPEC_HASH_TAG = "trainium:spec-hash"
 
 
 class JobState(enum.StrEnum):
@@ -81,6 +90,13 @@ def run_trigger_in_worker(trigger: Any) -> JobStatus:
     return JobStatus.from_event(asyncio.run(first_event()))
 
 
+class JobInputError(ValueError):
+    """A job the platform must not be sent (bad configuration, storage or queue): rerunning cannot help.
+
+    Raised before anything is paid for; the operator fails the task without retries.
+    """
+
+
 class JobFailedError(RuntimeError):
     """The job ran and failed. ``retryable`` is False when a rerun would fail the same way (bad input)."""
 
@@ -92,6 +108,35 @@ class JobFailedError(RuntimeError):
 
 class ComputeBackend(ABC):
     name: str
+    #: Whether the job is waited on by a trigger in the triggerer (else the worker waits with ``wait``).
+    defers: bool = False
+    #: Whether the job runs a container image (which must then pass the image trust rule before submit).
+    runs_image: bool = True
+
+    @classmethod
+    def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> ComputeBackend:
+        """The backend for this connection; ``options`` holds operator settings a backend may use."""
+        return cls(config)  # type: ignore[call-arg]
+
+    def check(self, spec: JobSpec) -> None:
+        """Raise ValueError for anything this backend cannot run, before any call that costs money."""
+        return None
+
+    def compile_wrapper(self) -> tuple[str, ...]:
+        """Words in front of the training command for a compile trial (``neuron_parallel_compile`` on Neuron)."""
+        return (NEURON_PARALLEL_COMPILE,)
+
+    def compiler_version(self, spec: JobSpec) -> str:
+        """What pins the compiler, for the compile cache key: the image (it pins the Neuron SDK)."""
+        return f"image:{spec.image}"
+
+    def runs_as(self, spec: JobSpec) -> JobSpec:
+        """The layout the job really runs with on this backend (a local machine caps processes per node)."""
+        return spec
+
+    def job_environment(self, compile_cache_uri: str | None) -> dict[str, str]:
+        """Variables this backend adds to every job: the Neuron compiler's cache on Neuron hardware."""
+        return {"NEURON_COMPILE_CACHE_URL": compile_cache_uri} if compile_cache_uri else {}
 
     @abstractmethod
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:

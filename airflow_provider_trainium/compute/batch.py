@@ -12,12 +12,12 @@ import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowFailException
-
 from airflow_provider_trainium.compute import batch_definitions as defs
 from airflow_provider_trainium.compute.base import (
+    SPEC_HASH_TAG,
     ComputeBackend,
     JobHandle,
+    JobInputError,
     JobState,
     JobStatus,
     LogSink,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 SPOT_TYPES = frozenset({"SPOT", "FARGATE_SPOT"})
 
 
-class BatchInputError(AirflowFailException, ValueError):
+class BatchInputError(JobInputError):
     """A job Batch must not be sent (wrong storage, wrong queue): fails the task before anything is paid for."""
 
 
@@ -49,6 +49,7 @@ class BatchBackend(ComputeBackend):
     """
 
     name = "batch"
+    defers = True
 
     def __init__(
         self,
@@ -87,8 +88,12 @@ class BatchBackend(ComputeBackend):
             )
         return queue
 
-    def check(self, spec: JobSpec) -> dict[str, Any]:
-        """Everything that can be wrong with ``spec`` on Batch, raised before any API call; the definition."""
+    def check(self, spec: JobSpec) -> None:
+        """Everything that can be wrong with ``spec`` on Batch, raised before any API call."""
+        self.checked_definition(spec)
+
+    def checked_definition(self, spec: JobSpec) -> dict[str, Any]:
+        """The job definition for ``spec``, after every check that needs no API call."""
         definition = defs.build_job_definition(spec, self.settings)
         problem = remote_storage_problem(spec, self.config.artifact_root, self.name)
         if problem:
@@ -134,18 +139,25 @@ class BatchBackend(ComputeBackend):
 
     # -- ComputeBackend -------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
-        definition = self.check(spec)
+        definition = self.checked_definition(spec)
         queue = self.job_queue(spec.instance_type)
         self.check_queue(queue, spec)
+        spec_hash = spec.content_hash()
         request = defs.submit_request(
-            spec, job_name=job_name, job_queue=queue, job_definition=definition["jobDefinitionName"], tags=tags
+            spec,
+            job_name=job_name,
+            job_queue=queue,
+            job_definition=definition["jobDefinitionName"],
+            tags={**tags, SPEC_HASH_TAG: spec_hash},
         )
         defs.validate_node_overrides(definition, request)
         request["jobDefinition"] = self.register_definition(definition)
         response = self.hook.client.submit_job(**request)
-        return self._handle(response["jobId"], job_name, queue, spec.nodes, request["jobDefinition"])
+        return self._handle(response["jobId"], job_name, queue, spec.nodes, request["jobDefinition"], spec_hash)
 
-    def _handle(self, job_id: str, job_name: str, queue: str, nodes: int, definition: str) -> JobHandle:
+    def _handle(
+        self, job_id: str, job_name: str, queue: str, nodes: int, definition: str, spec_hash: str | None
+    ) -> JobHandle:
         return JobHandle(
             self.name,
             job_id,
@@ -156,6 +168,7 @@ class BatchBackend(ComputeBackend):
                 "job_definition": definition,
                 "region_name": self.hook.region_name,
                 "log_group": self.settings.log_group,
+                "spec_hash": spec_hash,
             },
         )
 
@@ -171,7 +184,8 @@ class BatchBackend(ComputeBackend):
         job = max(jobs, key=lambda j: j.get("createdAt", 0))
         nodes = int((job.get("nodeProperties") or {}).get("numNodes", 1))
         queue = _queue_name(job.get("jobQueue", ""), queues)
-        return self._handle(job["jobId"], job_name, queue, nodes, job.get("jobDefinition", ""))
+        spec_hash = (job.get("tags") or {}).get(SPEC_HASH_TAG)
+        return self._handle(job["jobId"], job_name, queue, nodes, job.get("jobDefinition", ""), spec_hash)
 
     def status(self, handle: JobHandle) -> JobStatus:
         from airflow_provider_trainium.triggers.batch import batch_state, exit_code

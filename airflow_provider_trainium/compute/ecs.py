@@ -15,11 +15,11 @@ import time
 from functools import cached_property
 from typing import Any
 
-from airflow.providers.common.compat.sdk import AirflowFailException
-
 from airflow_provider_trainium.compute.base import (
+    SPEC_HASH_TAG,
     ComputeBackend,
     JobHandle,
+    JobInputError,
     JobState,
     JobStatus,
     LogSink,
@@ -50,7 +50,7 @@ PLACEMENT_REASONS = {
 }
 
 
-class EcsInputError(AirflowFailException, ValueError):
+class EcsInputError(JobInputError):
     """Bad configuration or spec for ECS: fails the task without retries, before anything is paid for."""
 
 
@@ -66,6 +66,7 @@ class EcsBackend(ComputeBackend):
     """Run one-node jobs as ECS tasks; wait for them in the triggerer (or in the worker)."""
 
     name = "ecs"
+    defers = True
 
     def __init__(
         self,
@@ -100,6 +101,10 @@ class EcsBackend(ComputeBackend):
         return self.hook.region_name or self.hook.conn.meta.region_name
 
     # -- checks before anything is paid for ---------------------------------------------------------
+    def check(self, spec: JobSpec) -> None:
+        """Everything about the connection and ``spec`` that rules out ECS, before any API call."""
+        self.check_spec(spec)
+
     def check_spec(self, spec: JobSpec) -> None:
         problems = spec.problems()
         if spec.nodes > 1:
@@ -154,7 +159,8 @@ class EcsBackend(ComputeBackend):
             "networkConfiguration": {"awsvpcConfiguration": network},
             "overrides": container_overrides(spec),
             "tags": [
-                {"key": k, "value": tag_value(v)} for k, v in sorted({**tags, "trainium:job-name": job_name}.items())
+                {"key": k, "value": tag_value(v)}
+                for k, v in sorted({**tags, "trainium:job-name": job_name, SPEC_HASH_TAG: spec.content_hash()}.items())
             ],
             "enableECSManagedTags": True,
         }
@@ -165,8 +171,11 @@ class EcsBackend(ComputeBackend):
         return request
 
     # -- ComputeBackend -----------------------------------------------------------------------------
-    def handle_for(self, task: dict[str, Any], job_name: str) -> JobHandle:
+    def handle_for(self, task: dict[str, Any], job_name: str, spec_hash: str | None = None) -> JobHandle:
+        """The handle of ``task``; its spec hash from the task's tags unless given (RunTask may omit tags)."""
         arn = task["taskArn"]
+        if spec_hash is None:
+            spec_hash = next((t["value"] for t in task.get("tags") or [] if t.get("key") == SPEC_HASH_TAG), None)
         return JobHandle(
             backend=self.name,
             job_id=arn,
@@ -179,6 +188,7 @@ class EcsBackend(ComputeBackend):
                 "partition": self.hook.conn_partition,
                 "log_group": self.config.log_group,
                 "log_stream": log_stream_name(task_id(arn)),
+                "spec_hash": spec_hash,
             },
         )
 
@@ -203,7 +213,7 @@ class EcsBackend(ComputeBackend):
         tasks = response.get("tasks") or []
         if response.get("failures") or not tasks:
             raise EcsPlacementError(self.placement_message(spec, response.get("failures") or []))
-        return self.handle_for(tasks[0], job_name)
+        return self.handle_for(tasks[0], job_name, spec.content_hash())
 
     def placement_message(self, spec: JobSpec, failures: list[dict[str, Any]]) -> str:
         reasons = [

@@ -1,45 +1,26 @@
-"""Choose and build the backend for a task: ``auto`` means local without a connection."""
+"""Choose and build the backend for a task, from the one table in :mod:`compute.backends`."""
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_trainium.compute.base import ComputeBackend
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.compute.backends import build_backend, resolve_compute
 
-#: compute name -> "module:Class". Remote backends import their AWS hooks lazily.
-BACKENDS: dict[str, str] = {
-    "local": "airflow_provider_trainium.compute.local:LocalBackend",
-    "ecs": "airflow_provider_trainium.compute.ecs:EcsBackend",
-    "batch": "airflow_provider_trainium.compute.batch:BatchBackend",
-}
+if TYPE_CHECKING:
+    from airflow_provider_trainium.compute.base import ComputeBackend
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
-
-def resolve_compute(compute: str, config: TrainiumConfig, nodes: int) -> str:
-    compute = (compute or "auto").strip().lower()
-    if compute == "auto":
-        return config.default_compute(nodes)
-    if compute not in BACKENDS:
-        raise ValueError(f"compute {compute!r} is not one of: auto, {', '.join(BACKENDS)}")
-    return compute
+__all__ = ["get_backend", "local_state_dir", "resolve_compute"]
 
 
 def local_state_dir() -> Path:
+    """Where local compute keeps its job records: under ``$AIRFLOW_HOME`` so every worker of this host sees them."""
     home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
     return Path(home) / "trainium-local"
 
 
-def get_backend(compute: str, config: TrainiumConfig, **options: object) -> ComputeBackend:
-    module_name, class_name = BACKENDS[compute].split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name == module_name:
-            raise ValueError(f"compute={compute!r} is not available in this version of the provider") from err
-        raise
-    backend_class = getattr(module, class_name)
-    if compute == "local":
-        return backend_class(local_state_dir(), **options)
-    return backend_class(config, **options)
+def get_backend(compute: str, config: TrainiumConfig, **options: Any) -> ComputeBackend:
+    """The backend named ``compute`` (already resolved, not ``auto``), built from the connection."""
+    return build_backend(compute, config, options)

@@ -2,10 +2,10 @@
 
 Each node runs exactly the argv a training container runs (``neuron.container_contract``: the launcher
 and the arguments ECS and Batch send) with the environment the container gets, plus the local
-rendezvous: the AWS_BATCH_JOB_* variables a Batch multi-node job sees, the loopback address and a free
-port. So every local job exercises the container's entry point. Output of every process streams into
-the task log as ``[node i rank r]``. The whole process tree is killed on timeout, on task kill, or as
-soon as one node fails.
+rendezvous in the neutral contract every backend maps onto (``TRAINIUM_NUM_NODES``, ``TRAINIUM_NODE_RANK``,
+the loopback address as ``TRAINIUM_MAIN_ADDR`` and a free port). So every local job exercises the container's
+entry point. Output of every process streams into the task log as ``[node i rank r]``. The whole process
+tree is killed on timeout, on task kill, or as soon as one node fails.
 
 A job outlives the worker that started it: each node runs under ``local_supervisor.py``, which leads the
 node's process group, writes its output to a file and records its exit code. A job is alive while a
@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.compute.base import (
     ComputeBackend,
@@ -43,8 +44,11 @@ from airflow_provider_trainium.compute.base import (
     LogSink,
 )
 from airflow_provider_trainium.neuron.container_contract import container_argv, container_environment
-from airflow_provider_trainium.neuron.launch import batch_node_environment
+from airflow_provider_trainium.neuron.launch import rendezvous_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 #: Exit code the trainer uses for bad input (see trainer.common.errors): retrying cannot help.
 EXIT_BAD_INPUT = 65
@@ -60,7 +64,10 @@ INHERITED_NAMES = frozenset(
 )  # fmt: skip
 INHERITED_PREFIXES = ("LC_", "PJRT_", "XLA_", "TPU_", "NEURON_", "TRAINIUM_", "OMP_", "MKL_")
 #: Set by this backend on every node; never taken from the worker's environment.
-LOCAL_RENDEZVOUS = ("TRAINIUM_MASTER_ADDR", "TRAINIUM_MASTER_PORT", "TRAINIUM_RANK_LOG_DIR")
+LOCAL_RENDEZVOUS = (
+    "TRAINIUM_NUM_NODES", "TRAINIUM_NODE_RANK", "TRAINIUM_MAIN_ADDR", "TRAINIUM_MAIN_PORT",
+    "TRAINIUM_MASTER_ADDR", "TRAINIUM_MASTER_PORT", "TRAINIUM_RANK_LOG_DIR",
+)  # fmt: skip
 LOOPBACK = "127.0.0.1"
 _POLL_SECONDS = 0.05
 _LOST = -1  # a node whose process group is gone without an exit record (killed with its supervisor)
@@ -75,6 +82,16 @@ def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
         for k, v in environ.items()
         if (k in INHERITED_NAMES or k.startswith(INHERITED_PREFIXES)) and k not in LOCAL_RENDEZVOUS
     }
+
+
+def local_compiler_version() -> str:
+    """torch-xla's version, read from package metadata (no torch import in the worker)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"torch-xla=={version('torch-xla')}"
+    except PackageNotFoundError:
+        return "eager"
 
 
 def free_port() -> int:
@@ -174,12 +191,50 @@ class LocalBackend(ComputeBackend):
     """Runs jobs as process groups on the Airflow worker's machine. Needs the ``trainer`` extra installed."""
 
     name = "local"
+    defers = False
+    runs_image = False  # runs this machine's trainer package: no image to trust
 
-    def __init__(self, state_dir: str | Path, python: str | None = None, max_processes_per_node: int = 2):
+    def __init__(
+        self,
+        state_dir: str | Path,
+        python: str | None = None,
+        max_processes_per_node: int = 2,
+        aws_conn_id: str | None = None,
+    ):
         self.state_dir = Path(state_dir)
         self.python = python or sys.executable
         self.max_processes_per_node = max_processes_per_node
+        #: the AWS connection whose credentials a job gets when the artifact root is on S3
+        self.aws_conn_id = aws_conn_id
         self._jobs: dict[str, _LocalJob] = {}
+
+    @classmethod
+    def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> LocalBackend:
+        from airflow_provider_trainium.compute.factory import local_state_dir
+
+        return cls(
+            local_state_dir(),
+            max_processes_per_node=int(options.get("local_max_processes_per_node", 2)),
+            aws_conn_id=config.aws_conn_id if config.artifact_root.startswith("s3://") else None,
+        )
+
+    # -- capabilities ---------------------------------------------------------------------------------
+    def compile_wrapper(self) -> tuple[str, ...]:
+        return ()  # torch-xla on CPU fills its own persistent cache during the trial
+
+    def compiler_version(self, spec: JobSpec) -> str:
+        return local_compiler_version()
+
+    def runs_as(self, spec: JobSpec) -> JobSpec:
+        return self.local_spec(spec)
+
+    def job_environment(self, compile_cache_uri: str | None) -> dict[str, str]:
+        """The AWS connection's credentials when the job reads or writes S3 (a container has its role)."""
+        if self.aws_conn_id is None:
+            return {}
+        from airflow_provider_trainium.hooks.aws_env import aws_process_environment
+
+        return aws_process_environment(self.aws_conn_id)
 
     # -- bookkeeping that survives a worker restart -------------------------------------------------
     def _state_file(self, job_name: str) -> Path:
@@ -230,9 +285,7 @@ class LocalBackend(ComputeBackend):
             **container_environment(spec),
             "TRAINIUM_JOB_NAME": job_name,
             "TRAINIUM_JOB_HASH": spec.content_hash(),
-            **batch_node_environment(spec.nodes, index, 0, LOOPBACK),
-            "TRAINIUM_MASTER_ADDR": LOOPBACK,
-            "TRAINIUM_MASTER_PORT": str(port),
+            **rendezvous_environment(spec.nodes, index, LOOPBACK, port),
             "TRAINIUM_RANK_LOG_DIR": str(rank_logs),
         }
 

@@ -74,12 +74,6 @@ class TrainiumConfig:
                 values[name] = tuple(values[name])
         return cls(configured=True, **values)
 
-    def default_compute(self, nodes: int = 1) -> str:
-        """``auto`` resolves to local without a connection, else ECS for one node and Batch for more."""
-        if not self.configured:
-            return "local"
-        return "batch" if nodes > 1 else "ecs"
-
 
 class TrainiumHook(BaseHook):
     """Reads the ``trainium`` connection. Holds no AWS client: backends open the amazon hooks they need."""

@@ -43,3 +43,8 @@ class EcsTaskLogLink(RecordLink):
 
     def url(self, record: dict[str, Any]) -> str:
         return ecs_log_url(record)
+
+
+def ecs_links() -> tuple[RecordLink, ...]:
+    """The links of an ECS job (the backend table lists this function for ``ecs``)."""
+    return (EcsTaskLink(), EcsTaskLogLink())

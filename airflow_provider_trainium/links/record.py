@@ -48,8 +48,15 @@ class RecordLink(BaseOperatorLink):
     def url(self, record: dict[str, Any]) -> str:
         raise NotImplementedError
 
-    def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        record = XCom.get_value(key=LINKS_XCOM_KEY, ti_key=ti_key)
+    def read_record(self, ti_key: Any) -> Any:
+        """The task instance's link record (always pushed before the task does anything)."""
+        return XCom.get_value(key=LINKS_XCOM_KEY, ti_key=ti_key)
+
+    def render(self, record: Any) -> str:
+        """This link's URL for ``record``; "" for a record of another backend, no job yet, or no record."""
         if not isinstance(record, dict) or record.get("kind") != self.kind:
             return ""
         return self.url(record)
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        return self.render(self.read_record(ti_key))

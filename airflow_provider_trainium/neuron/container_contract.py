@@ -29,7 +29,7 @@ IMAGE_CMD: tuple[str, ...] = ()
 def launcher_arguments(spec: JobSpec) -> list[str]:
     """The ``command`` a backend sends: the launcher's arguments, the same on every node of the job.
 
-    The master port is not among them: the launcher takes ``TRAINIUM_MASTER_PORT`` or its default, so
+    The master port is not among them: the launcher takes ``TRAINIUM_MAIN_PORT`` or its default, so
     local compute can give each job a free port without changing the argv.
     """
     args = [f"--nodes={spec.nodes}"]

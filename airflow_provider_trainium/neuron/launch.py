@@ -46,6 +46,27 @@ def job_environment(spec: JobSpec) -> dict[str, str]:
     return env
 
 
+#: The neutral rendezvous contract ``trainer.launch`` reads. Each backend maps its platform's variables onto it:
+#: local compute sets these directly; on AWS Batch the launcher maps ``AWS_BATCH_JOB_*`` inside the container.
+RENDEZVOUS_VARIABLES = ("TRAINIUM_NUM_NODES", "TRAINIUM_NODE_RANK", "TRAINIUM_MAIN_ADDR", "TRAINIUM_MAIN_PORT")
+
+
+def rendezvous_environment(
+    num_nodes: int, node_rank: int, main_address: str, main_port: int | None = None
+) -> dict[str, str]:
+    """The neutral rendezvous of node ``node_rank``: every node gets the main node's address (rank 0)."""
+    if not 0 <= node_rank < num_nodes:
+        raise ValueError(f"node_rank must be in [0, {num_nodes}), got {node_rank}")
+    env = {
+        "TRAINIUM_NUM_NODES": str(num_nodes),
+        "TRAINIUM_NODE_RANK": str(node_rank),
+        "TRAINIUM_MAIN_ADDR": main_address,
+    }
+    if main_port is not None:
+        env["TRAINIUM_MAIN_PORT"] = str(main_port)
+    return env
+
+
 def batch_node_environment(
     num_nodes: int, node_index: int, main_node_index: int = 0, main_node_address: str | None = None
 ) -> dict[str, str]:

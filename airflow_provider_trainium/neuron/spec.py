@@ -35,6 +35,7 @@ ENV_NAMES: frozenset[str] = frozenset(
 #: Set by the backends and the launcher for every node; a job's env must never override them.
 ENV_RESERVED: frozenset[str] = frozenset(
     {
+        "TRAINIUM_NUM_NODES", "TRAINIUM_NODE_RANK", "TRAINIUM_MAIN_ADDR", "TRAINIUM_MAIN_PORT",
         "TRAINIUM_MASTER_ADDR", "TRAINIUM_MASTER_PORT", "TRAINIUM_RANK_LOG_DIR", "TRAINIUM_LAUNCH_DRY_RUN",
         "TRAINIUM_JOB_NAME", "TRAINIUM_JOB_HASH", "TRAINIUM_INSTANCE_TYPE",
     }

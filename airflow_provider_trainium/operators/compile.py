@@ -20,14 +20,21 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_provider_trainium.compute.base import JobHandle
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig, TrainiumHook
+from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, ComputeBackend, JobHandle
+from airflow_provider_trainium.compute.local import local_compiler_version
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.compile_key import cache_key, key_inputs, key_record_uri
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 
-NEURON_PARALLEL_COMPILE = "neuron_parallel_compile"
+__all__ = [
+    "NEURON_PARALLEL_COMPILE",
+    "NeuronCompileOperator",
+    "default_compile_cache_uri",
+    "local_compiler_version",
+    "read_key_record",
+    "write_key_record",
+]
 
 
 def _path(uri: str, aws_conn_id: str | None) -> Any:
@@ -49,16 +56,6 @@ def write_key_record(compile_cache_uri: str, key: str, record: Mapping[str, Any]
     path = _path(key_record_uri(compile_cache_uri, key), aws_conn_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
-
-
-def local_compiler_version() -> str:
-    """torch-xla's version, read from package metadata (no torch import in the worker)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"torch-xla=={version('torch-xla')}"
-    except PackageNotFoundError:
-        return "eager"
 
 
 class NeuronCompileOperator(NeuronTrainingOperator):
@@ -91,72 +88,57 @@ class NeuronCompileOperator(NeuronTrainingOperator):
         self.compiler_version = compiler_version
         self.cache_key_extra = cache_key_extra
 
-    def build_spec(self, context: Context, config: TrainiumConfig, compute: str) -> JobSpec:
-        if not self.compile_cache_uri:
-            self.compile_cache_uri = default_compile_cache_uri(config, context["ti"].dag_id)
-        trial_args = [*self.job_args, "--compile-only", "--max-steps", str(self.trial_steps)]
-        original, self.job_args = self.job_args, trial_args
-        try:
-            spec = super().build_spec(context, config, compute)
-        finally:
-            self.job_args = original
+    # -- the trial's spec (built fresh each try; the operator's own fields are never changed) ---------------
+    def cache_uri(self, context: Context, config: TrainiumConfig) -> str:
+        return self.compile_cache_uri or default_compile_cache_uri(config, context["ti"].dag_id)
+
+    def job_arguments(self) -> list[str]:
+        return [*super().job_arguments(), "--compile-only", "--max-steps", str(self.trial_steps)]
+
+    def wrapper(self, backend: ComputeBackend) -> tuple[str, ...]:
+        return backend.compile_wrapper()
+
+    def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
+        spec = super().build_spec(context, config, backend)
         return spec.with_changes(output_uri=f"{spec.output_uri}/compile").validate()
 
-    def wrapper(self, compute: str) -> tuple[str, ...]:
-        return () if compute == "local" else (NEURON_PARALLEL_COMPILE,)
-
     # -- the cache key ------------------------------------------------------------------------------
-    def key_for(self, spec: JobSpec, compute: str) -> tuple[str, dict[str, Any]]:
-        version = self.compiler_version or (local_compiler_version() if compute == "local" else f"image:{spec.image}")
-        per_node = spec.nproc_per_node
-        if compute == "local" and spec.distributed:
-            per_node = min(per_node, self.local_max_processes_per_node)
+    def key_for(self, spec: JobSpec, backend: ComputeBackend) -> tuple[str, dict[str, Any]]:
+        """The key of this trial: what the backend really runs (a local machine caps processes per node)."""
+        version = self.compiler_version or backend.compiler_version(spec)
+        per_node = backend.runs_as(spec).nproc_per_node
         inputs = key_inputs(spec, version, per_node, self.cache_key_extra)
         return cache_key(inputs), inputs
 
-    def _aws_conn(self, config: TrainiumConfig) -> str | None:
-        return config.aws_conn_id if (self.compile_cache_uri or "").startswith("s3://") else None
+    def _cache(self, spec: JobSpec) -> str:
+        return spec.env["TRAINIUM_COMPILE_CACHE_URI"]
+
+    def _aws_conn(self, cache: str) -> str | None:
+        return self.config().aws_conn_id if cache.startswith("s3://") else None
 
     def execute(self, context: Context) -> Any:
+        prepared = self.prepare(context)
         if self.skip_if_cached:
-            from airflow.providers.common.compat.sdk import AirflowFailException
-
-            from airflow_provider_trainium.compute.factory import resolve_compute
-
-            try:
-                config = TrainiumHook(self.trainium_conn_id).get_config()
-                compute = resolve_compute(str(self.compute), config, int(self.nodes))
-                spec = self.build_spec(context, config, compute)
-            except ValueError as err:
-                raise AirflowFailException(str(err)) from err
-            key, _ = self.key_for(spec, compute)
-            record = read_key_record(str(self.compile_cache_uri), key, self._aws_conn(config))
+            cache = self._cache(prepared.spec)
+            key, _ = self.key_for(prepared.spec, self.backend_for(prepared.compute))
+            record = read_key_record(cache, key, self._aws_conn(cache))
             if record is not None:
                 self.log.info(
                     "compile cache %s already holds key %s (compiled by %s/%s on %s): skipping the trial",
-                    self.compile_cache_uri,
+                    cache,
                     key,
                     record.get("dag_id"),
                     record.get("run_id"),
                     record.get("created"),
                 )
-                result = {
-                    "compile_cache_uri": self.compile_cache_uri,
-                    "cache_key": key,
-                    "skipped": True,
-                    **record.get("metrics", {}),
-                }
                 context["ti"].xcom_push(key="metrics", value=record.get("metrics", {}))
-                return result
-        return NeuronJobOperator.execute(self, context)
+                return {"compile_cache_uri": cache, "cache_key": key, "skipped": True, **record.get("metrics", {})}
+        return super().execute(context)
 
     def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
-        from airflow_provider_trainium.compute.factory import resolve_compute
-
         metrics = self.load_metrics(context, str(spec.output_uri))
-        config = TrainiumHook(self.trainium_conn_id).get_config()
-        compute = resolve_compute(str(self.compute), config, int(self.nodes))
-        key, inputs = self.key_for(spec, compute)
+        cache = self._cache(spec)
+        key, inputs = self.key_for(spec, self.backend_for(self.prepare(context).compute))
         ti = context["ti"]
         record = {
             "key": key,
@@ -167,9 +149,9 @@ class NeuronCompileOperator(NeuronTrainingOperator):
             "task_id": ti.task_id,
             "created": datetime.now(UTC).isoformat(),
         }
-        write_key_record(str(self.compile_cache_uri), key, record, self._aws_conn(config))
-        self.log.info("recorded compile cache key %s at %s", key, key_record_uri(str(self.compile_cache_uri), key))
-        return {"compile_cache_uri": self.compile_cache_uri, "cache_key": key, "skipped": False, **metrics}
+        write_key_record(cache, key, record, self._aws_conn(cache))
+        self.log.info("recorded compile cache key %s at %s", key, key_record_uri(cache, key))
+        return {"compile_cache_uri": cache, "cache_key": key, "skipped": False, **metrics}
 
 
 def default_compile_cache_uri(config: TrainiumConfig, dag_id: str) -> str:

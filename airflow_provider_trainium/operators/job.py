@@ -2,13 +2,16 @@
 
 The operator validates the spec before anything paid starts, names the job deterministically from the
 task instance so a retry attaches to (or skips) the job an earlier try started, and waits in the worker
-(local) or in the triggerer (ECS, Batch).
+(local) or in the triggerer (ECS, Batch). It never names a backend: it asks the one it resolved what it
+can do (``defers``, ``runs_image``, ``check``, its job environment), and leaves attach-or-submit to
+``compute.attach``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -16,12 +19,11 @@ from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_trainium.compute import naming
-from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
+from airflow_provider_trainium.compute.attach import Attached, find_or_submit
+from airflow_provider_trainium.compute.backends import all_links, backend_links, backends
+from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobInputError, JobState, JobStatus
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
-from airflow_provider_trainium.links.batch import batch_links
-from airflow_provider_trainium.links.ecs import EcsTaskLink, EcsTaskLogLink
 from airflow_provider_trainium.links.record import job_record, push_record
-from airflow_provider_trainium.neuron.images import check_image, trusted_repository
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 EXIT_BAD_INPUT = 65
@@ -41,11 +43,36 @@ def _int(value: Any, field: str) -> int:
 _UNSET: Any = object()
 
 
+@dataclass(frozen=True)
+class PreparedJob:
+    """What one try runs, decided once: the resolved backend name, the validated spec, the job's name and tags.
+
+    It travels through a deferral in the ``execute_complete`` kwargs, so the try never rebuilds it.
+    """
+
+    compute: str
+    spec: JobSpec
+    job_name: str
+    tags: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"compute": self.compute, "spec": self.spec.to_dict(), "job_name": self.job_name, "tags": self.tags}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PreparedJob:
+        return cls(data["compute"], JobSpec.from_dict(data["spec"]), data["job_name"], dict(data["tags"]))
+
+
+#: A check of the prepared job before anything is found or submitted; raises ValueError (or
+#: AirflowFailException) to fail the task without retries.
+PreSubmitCheck = Callable[[Context, PreparedJob, ComputeBackend], None]
+
+
 class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     """Run ``python -m <entry_point> <args>`` (under torchrun when ``distributed``) on Trainium compute.
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
-        ``local``, ``ecs`` or ``batch``.
+        or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).
     :param output_uri: where the job writes its results; default
         ``<artifact_root>/runs/<dag_id>/<run>/<task_id>``. Returned as the task's XCom value.
     :param local_max_processes_per_node: on local compute each process stands in for a NeuronCore; this
@@ -66,8 +93,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         "compile_cache_uri",
     )
     ui_color = "#ff9900"
-    #: Each link reads the one link record (``links.record``) and shows only for jobs of its own backend.
-    operator_extra_links = (EcsTaskLink(), EcsTaskLogLink(), *batch_links())
+    #: Every backend's links; each reads the one link record (``links.record``) and shows only for its own jobs.
+    operator_extra_links = all_links()
     external_id_key = "trainium_job"
 
     def __init__(
@@ -110,12 +137,15 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.trainium_conn_id = trainium_conn_id
         self.deferrable = deferrable
         self.local_max_processes_per_node = local_max_processes_per_node
+        self._config: TrainiumConfig | None = None
+        self._node_count: int | None = None
+        self._prepared: PreparedJob | None = None
         self._backend: ComputeBackend | None = None
-        self._spec: JobSpec | None = None
         self._handle: JobHandle | None = None
         self._result: Any = _UNSET
-        if str(compute) == "local":
-            self.operator_extra_links = ()  # no console to link to: no empty "Extra Links" section either
+        if str(compute) in backends():
+            # a literal backend declares only its own links (none on local: no empty "Extra Links" section)
+            self.operator_extra_links = backend_links(str(compute))
 
     # -- what to run --------------------------------------------------------------------------------
     def job_timeout(self) -> timedelta:
@@ -128,34 +158,38 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             parts.append(str(ti.map_index))
         return "/".join(parts)
 
-    def extra_env(self, context: Context, config: TrainiumConfig, compute: str) -> dict[str, str]:
+    def job_arguments(self) -> list[str]:
+        """The entry point's arguments (a compile trial adds its own)."""
+        return [str(a) for a in self.job_args]
+
+    def cache_uri(self, context: Context, config: TrainiumConfig) -> str | None:
+        """The persistent compilation cache the job uses, if any."""
+        return self.compile_cache_uri or None
+
+    def extra_env(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> dict[str, str]:
         from airflow_provider_trainium.neuron.inputs import allowed_prefixes, prefixes_env
 
         # the trainer checks its inputs again against these prefixes
         env: dict[str, str] = prefixes_env(allowed_prefixes(config.artifact_root, config.allowed_input_prefixes))
-        if self.compile_cache_uri:
-            env["TRAINIUM_COMPILE_CACHE_URI"] = self.compile_cache_uri
-            if compute != "local":
-                env["NEURON_COMPILE_CACHE_URL"] = self.compile_cache_uri
-        if compute == "local" and config.artifact_root.startswith("s3://"):
-            from airflow_provider_trainium.hooks.aws_env import aws_process_environment
-
-            env.update(aws_process_environment(config.aws_conn_id))
+        cache = self.cache_uri(context, config)
+        if cache:
+            env["TRAINIUM_COMPILE_CACHE_URI"] = cache
+        env.update(backend.job_environment(cache))
         return env
 
-    def wrapper(self, compute: str) -> tuple[str, ...]:
+    def wrapper(self, backend: ComputeBackend) -> tuple[str, ...]:
         return ()
 
-    def build_spec(self, context: Context, config: TrainiumConfig, compute: str) -> JobSpec:
+    def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
         prefix = self.run_prefix(context, config)
         ti = context["ti"]
         spec = JobSpec(
             name=naming.safe_part(f"{ti.dag_id}-{ti.task_id}", 100),
             entry_point=self.entry_point,
-            args=tuple(str(a) for a in self.job_args),
-            env={**self.extra_env(context, config, compute), **{k: str(v) for k, v in self.env.items()}},
+            args=tuple(self.job_arguments()),
+            env={**self.extra_env(context, config, backend), **{k: str(v) for k, v in self.env.items()}},
             instance_type=str(self.instance_type),
-            nodes=_int(self.nodes, "nodes"),
+            nodes=self._nodes(),
             processes_per_node=None
             if self.processes_per_node in (None, "", "None")
             else _int(self.processes_per_node, "processes_per_node"),
@@ -166,9 +200,15 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             timeout_seconds=int(self.job_timeout().total_seconds()),
             checkpoint_uri=self.checkpoint_uri,
             output_uri=self.output_uri or prefix,
-            wrapper=self.wrapper(compute),
+            wrapper=self.wrapper(backend),
         )
         return spec.validate()
+
+    def _nodes(self) -> int:
+        """``nodes`` (templated: it may arrive as a string) as an int, converted once per try."""
+        if self._node_count is None:
+            self._node_count = _int(self.nodes, "nodes")
+        return self._node_count
 
     def built_images(self, context: Context) -> list[str]:
         """The images ``NeuronImageBuildOperator`` tasks of this DAG returned in this run: trusted as built."""
@@ -182,64 +222,79 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         values = pulled if isinstance(pulled, list) else [pulled]
         return [str(v) for v in values if isinstance(v, str) and v]
 
-    # -- running it ---------------------------------------------------------------------------------
-    def prepare(self, context: Context) -> tuple[ComputeBackend, JobSpec, str, dict[str, str]]:
-        """Backend, validated spec, job name and tags; bad input fails here, before anything starts."""
+    # -- preparing a try ------------------------------------------------------------------------------
+    def config(self) -> TrainiumConfig:
+        if self._config is None:
+            self._config = TrainiumHook(self.trainium_conn_id).get_config()
+        return self._config
+
+    def backend_for(self, compute: str) -> ComputeBackend:
+        """The backend this try runs on (built once; the operator's settings go in as options)."""
+        if self._backend is None or self._backend.name != compute:
+            from airflow_provider_trainium.compute.backends import build_backend
+
+            options = {"local_max_processes_per_node": self.local_max_processes_per_node}
+            self._backend = build_backend(compute, self.config(), options)
+        return self._backend
+
+    def check_trusted_image(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
+        """An image-running backend only gets an image from the trusted repository or built by this DAG."""
+        if backend.runs_image:
+            from airflow_provider_trainium.neuron.images import check_image, trusted_repository
+
+            check_image(prepared.spec.image, trusted_repository(self.config()), self.built_images(context))
+
+    def check_on_backend(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
+        """The backend's own checks (storage, queue, layout), before any API call."""
+        backend.check(prepared.spec)
+
+    def pre_submit_checks(self) -> list[PreSubmitCheck]:
+        """Every check of the prepared job that runs before find-or-submit; a subclass appends its own."""
+        return [self.check_trusted_image, self.check_on_backend]
+
+    def prepare(self, context: Context) -> PreparedJob:
+        """Backend, validated spec, job name and tags, once per try; bad input fails here, before anything starts."""
+        if self._prepared is not None:
+            return self._prepared
         from airflow.providers.common.compat.sdk import AirflowFailException
 
-        from airflow_provider_trainium.compute.factory import get_backend, resolve_compute
-
-        try:
-            config = TrainiumHook(self.trainium_conn_id).get_config()
-            compute = resolve_compute(str(self.compute), config, _int(self.nodes, "nodes"))
-            spec = self.build_spec(context, config, compute)
-            options: dict[str, Any] = {}
-            if compute == "local":
-                options["max_processes_per_node"] = self.local_max_processes_per_node
-            backend = get_backend(compute, config, **options)
-            if compute != "local":
-                check_image(spec.image, trusted_repository(config), self.built_images(context))
-            check = getattr(backend, "check", None)
-            if check is not None:
-                check(spec)  # backend-specific checks (image, queue, layout) before any API call
-        except ValueError as err:  # JobSpecError included: bad input is never retried
-            raise AirflowFailException(str(err)) from err
-        self._backend, self._spec = backend, spec
+        from airflow_provider_trainium.compute.backends import resolve_compute
 
         ti = context["ti"]
         map_index = ti.map_index if ti.map_index is not None else -1
-        job_name = naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
-        tags = naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
+        try:
+            compute = resolve_compute(str(self.compute), self.config(), self._nodes())
+            backend = self.backend_for(compute)
+            prepared = PreparedJob(
+                compute,
+                self.build_spec(context, self.config(), backend),
+                naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index),
+                naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index),
+            )
+            for check in self.pre_submit_checks():
+                check(context, prepared, backend)
+        except ValueError as err:  # JobSpecError included: bad input is never retried
+            raise AirflowFailException(str(err)) from err
+        spec = prepared.spec
         self.log.info(
             "job %s on %s: %s x %d node(s), %d process(es) per node -> %s",
-            job_name, compute, spec.instance_type, spec.nodes, spec.nproc_per_node, spec.output_uri,
+            prepared.job_name, compute, spec.instance_type, spec.nodes, spec.nproc_per_node, spec.output_uri,
         )  # fmt: skip
-        return backend, spec, job_name, tags
+        self._prepared = prepared
+        return prepared
 
-    def find_or_submit(
-        self, context: Context, backend: ComputeBackend, spec: JobSpec, job_name: str, tags: dict[str, str]
-    ) -> tuple[JobHandle, JobStatus | None]:
+    # -- running it ---------------------------------------------------------------------------------
+    def attach(self, context: Context, prepared: PreparedJob) -> Attached:
         """The job an earlier try (or a restarted worker) started, else a new one. Never a second copy."""
-        handle = backend.find_existing(job_name, tags)
-        status: JobStatus | None = None
-        earlier_hash = handle.details.get("spec_hash") if handle is not None else None
-        if handle is not None and earlier_hash not in (None, spec.content_hash()):
-            # Same task instance, different job (a run id reused after a reset, changed params): run it.
-            self.log.info("job %s ran a different spec; starting this one", handle.job_id)
-            handle = None
-        if handle is not None:
-            status = backend.status(handle)
-            if status.state is JobState.SUCCEEDED:
-                self.log.info("job %s already succeeded in an earlier try; not running it again", handle.job_id)
-            elif status.state.terminal:
-                handle, status = None, None
-            else:
-                self.log.info("attaching to job %s started by an earlier try (%s)", handle.job_id, status.state)
-        if handle is None:
-            handle = backend.submit(spec, job_name, tags)
-            self.log.info("submitted job %s", handle.job_id)
-        self.remember(context, handle)
-        return handle, status
+        from airflow.providers.common.compat.sdk import AirflowFailException
+
+        backend = self.backend_for(prepared.compute)
+        try:
+            attached = find_or_submit(backend, prepared.spec, prepared.job_name, prepared.tags, self.log.info)
+        except JobInputError as err:  # what only the platform could tell (a Spot queue, no such queue)
+            raise AirflowFailException(str(err)) from err
+        self.remember(context, attached.handle)
+        return attached
 
     def remember(self, context: Context, handle: JobHandle, log_streams: dict[str, str] | None = None) -> None:
         self._handle = handle
@@ -248,54 +303,48 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         push_record(context, job_record(handle, log_streams))
 
     def pre_execute(self, context: Any) -> None:
-        """Push the link record before anything can fail, so the links Airflow computes never miss it."""
+        """Push the link record before anything can fail, so the links Airflow computes never miss it.
+
+        Also forgets what an earlier try prepared (an operator object may serve several tries).
+        """
+        self._config, self._node_count, self._prepared, self._result = None, None, None, _UNSET
         push_record(context)
         super().pre_execute(context)
 
-    @staticmethod
-    def defers(backend: ComputeBackend) -> bool:
-        """Remote backends wait in the triggerer; local compute waits in the worker."""
-        return type(backend).trigger is not ComputeBackend.trigger
-
     def execute(self, context: Context) -> Any:
-        backend, spec, job_name, tags = self.prepare(context)
-        if not (self.deferrable and self.defers(backend)):
-            # ResumableJobMixin: the job id survives a worker crash in task_state_store; find_or_submit
-            # also finds it by name and tags when the store is empty.
+        prepared = self.prepare(context)
+        backend = self.backend_for(prepared.compute)
+        if not (self.deferrable and backend.defers):
+            # ResumableJobMixin: the job id survives a worker crash in task_state_store; attach() also finds
+            # it by name and tags when the store is empty.
             return self.execute_resumable(context)
-        handle, status = self.find_or_submit(context, backend, spec, job_name, tags)
-        if status is not None and status.state is JobState.SUCCEEDED:
-            return self.on_success(context, spec, handle)
+        attached = self.attach(context, prepared)
+        handle = attached.handle
+        if attached.already_succeeded:
+            return self.on_success(context, prepared.spec, handle)
         store = context.get("task_state_store")
         if store is not None:
             store.set(self.external_id_key, handle.to_dict())
         trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds())
-        if hasattr(trigger, "log_cursor_uri") and spec.output_uri:
+        if hasattr(trigger, "log_cursor_uri") and prepared.spec.output_uri:
             from airflow_provider_trainium.triggers.log_cursor import cursor_uri
 
             # a restarted triggerer resumes each log stream where this trigger stopped
-            trigger.log_cursor_uri = cursor_uri(spec.output_uri, handle.job_id)
+            trigger.log_cursor_uri = cursor_uri(prepared.spec.output_uri, handle.job_id)
         # the trigger fires at its own deadline first; Airflow's timeout is only the backstop
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=self.job_timeout() + DEFER_GRACE)
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            kwargs={"prepared": prepared.to_dict()},
+            timeout=self.job_timeout() + DEFER_GRACE,
+        )
 
     # -- ResumableJobMixin (the worker-side wait) ---------------------------------------------------------
-    def _ready(self, context: Context) -> tuple[ComputeBackend, JobSpec]:
-        if self._backend is None or self._spec is None:
-            self.prepare(context)
-        assert self._backend is not None and self._spec is not None
-        return self._backend, self._spec
-
     def submit_job(self, context: Context) -> Any:
-        backend, spec = self._ready(context)
-        ti = context["ti"]
-        map_index = ti.map_index if ti.map_index is not None else -1
-        job_name = naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
-        tags = naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
-        handle, _ = self.find_or_submit(context, backend, spec, job_name, tags)
-        return handle.to_dict()
+        return self.attach(context, self.prepare(context)).handle.to_dict()
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
-        backend, _ = self._ready(context)
+        backend = self.backend_for(self.prepare(context).compute)
         return backend.status(JobHandle.from_dict(external_id)).state.value
 
     def is_job_active(self, status: str) -> bool:
@@ -305,32 +354,32 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return JobState(status) is JobState.SUCCEEDED
 
     def poll_until_complete(self, external_id: Any, context: Context) -> Any:
-        backend, spec = self._ready(context)
+        prepared = self.prepare(context)
+        backend = self.backend_for(prepared.compute)
         handle = JobHandle.from_dict(external_id)
         self.remember(context, handle)
         status = backend.status(handle)
         if not status.state.terminal:
             status = backend.wait(handle, self.log.info, self.job_timeout().total_seconds())
-        self._result = self.finish(context, spec, handle, status)
+        self._result = self.finish(context, prepared.spec, handle, status)
         return self._result
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         if self._result is not _UNSET:
             return self._result
-        _, spec = self._ready(context)
+        prepared = self.prepare(context)
         handle = JobHandle.from_dict(external_id)
         self.remember(context, handle)
-        return self.on_success(context, spec, handle)
+        return self.on_success(context, prepared.spec, handle)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any], prepared: dict[str, Any] | None = None) -> Any:
+        """After the trigger: the job spec prepared before deferring, not a rebuilt one."""
+        if prepared is not None:
+            self._prepared = PreparedJob.from_dict(prepared)
+        job = self.prepare(context)  # only a deferral from before prepared jobs were carried rebuilds it
         handle = JobHandle.from_dict(event["handle"])
         self.remember(context, handle, event.get("log_streams"))  # pre_execute reset the link record
-        status = JobStatus.from_event(event)
-        from airflow_provider_trainium.compute.factory import resolve_compute
-
-        config = TrainiumHook(self.trainium_conn_id).get_config()
-        compute = resolve_compute(str(self.compute), config, _int(self.nodes, "nodes"))
-        return self.finish(context, self.build_spec(context, config, compute), handle, status)
+        return self.finish(context, job.spec, handle, JobStatus.from_event(event))
 
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
         from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException

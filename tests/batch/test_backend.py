@@ -43,7 +43,7 @@ def test_register_twice_gives_one_definition(batch_env):
 def test_submission_is_tagged_named_and_overridden(batch_env):
     handle = batch_env.backend().submit(spec(), "dag-task-abc123", TAGS)
     (job,) = batch_env.batch.describe_jobs(jobs=[handle.job_id])["jobs"]
-    assert job["jobName"] == "dag-task-abc123" and job["tags"] == TAGS
+    assert job["jobName"] == "dag-task-abc123" and job["tags"] == {**TAGS, "trainium:spec-hash": spec().content_hash()}
     assert job["nodeProperties"]["numNodes"] == 4
     assert handle.details["num_nodes"] == 4 and handle.details["job_queue"] == batch_env.queue
 

@@ -61,7 +61,8 @@ def test_missing_variable_fails_fast_naming_it(missing, argv):
 def test_explicit_nproc_wins_and_node_count_must_match():
     f = flags(launch.build_command(["--nodes=4", "--nproc-per-node=8", "--module=m"], batch_env(1)))
     assert f["nproc_per_node"] == "8"
-    with pytest.raises(launch.LaunchError, match="AWS_BATCH_JOB_NUM_NODES=4 but the job was built for --nodes=2"):
+    mismatch = r"TRAINIUM_NUM_NODES=4 \(from aws-batch\) but the job was built for --nodes=2"
+    with pytest.raises(launch.LaunchError, match=mismatch):
         launch.build_command(["--nodes=2", "--nproc-per-node=8", "--module=m"], batch_env(1))
 
 
@@ -95,4 +96,4 @@ def test_runs_as_a_module_without_airflow_or_the_provider():
     assert json.loads(modules_line) == []
     failed = subprocess.run([sys.executable, "-m", "trainer.launch", *ARGV], env={"PATH": "/usr/bin"},
                             capture_output=True, text=True)  # fmt: skip
-    assert failed.returncode == 65 and "AWS_BATCH_JOB_NUM_NODES is not set" in failed.stderr
+    assert failed.returncode == 65 and "TRAINIUM_NUM_NODES is not set" in failed.stderr

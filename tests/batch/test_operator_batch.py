@@ -67,10 +67,11 @@ def test_restarted_worker_attaches_to_the_running_job_without_submitting(batch_e
     moto_batch.hold_running(batch_env.region, [job_id])  # the worker dies while the job runs
 
     again = operator()
-    backend, spec, name, tags = again.prepare(context(ti))
-    counter = CallCounter().attach(backend.hook.client)
-    handle, status = again.find_or_submit(context(ti), backend, spec, name, tags)
-    assert handle.job_id == job_id and status is not None and status.state.value == "RUNNING"
+    prepared = again.prepare(context(ti))
+    counter = CallCounter().attach(again.backend_for(prepared.compute).hook.client)
+    attached = again.attach(context(ti), prepared)
+    assert attached.handle.job_id == job_id and attached.status is not None
+    assert attached.status.state.value == "RUNNING"
     assert counter["SubmitJob"] == 0 and counter["ListJobs"] == 1
     with pytest.raises(TaskDeferred) as second:
         again.execute(context(ti))

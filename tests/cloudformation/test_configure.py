@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium import cli
+from airflow_provider_trainium.compute.backends import resolve_compute
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from tests.cloudformation.conftest import deploy
 
@@ -143,7 +144,7 @@ def test_configure_creates_then_updates_the_connection(aws_conn_id: str, base_st
     assert_points_at_base_stack(config, aws_conn_id, base_stack)
     (cluster,) = EcsHook(aws_conn_id=aws_conn_id).conn.describe_clusters(clusters=[config.ecs_cluster])["clusters"]
     assert cluster["status"] == "ACTIVE"
-    assert config.default_compute(nodes=1) == "ecs"
+    assert resolve_compute("auto", config, 1) == "ecs"
 
     # Running it again is an update of the same row, not a second connection.
     image = "repo@sha256:" + "0" * 64

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_trainium.compute.backends import resolve_compute
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.stack import (
     connection_extra,
@@ -47,7 +48,7 @@ def test_three_stacks_make_one_connection() -> None:
     assert config.aws_conn_id == "aws_prod"
     assert config.ecs_capacity_provider == "cp"
     assert config.batch_job_queues["trn2.48xlarge"] == "arn:q2"
-    assert config.default_compute(nodes=4) == "batch"
+    assert resolve_compute("auto", config, 4) == "batch"
 
 
 def test_two_batch_stacks_add_their_queues_but_may_not_redefine_one() -> None:

@@ -101,8 +101,8 @@ def small_links():
     return NeuronJobOperator(task_id="t", entry_point="m", compute="auto").operator_extra_links
 
 
-@pytest.mark.parametrize("compute,expected", [("local", 0), ("{{ params.compute }}", 11), ("batch", 11)])
-def test_literal_local_compute_declares_no_links(compute, expected):
+@pytest.mark.parametrize("compute,expected", [("local", 0), ("{{ params.compute }}", 11), ("batch", 9), ("ecs", 2)])
+def test_a_literal_backend_declares_only_its_own_links(compute, expected):
     from airflow_provider_trainium.operators.job import NeuronJobOperator
 
     assert len(NeuronJobOperator(task_id="t", entry_point="m", compute=compute).operator_extra_links) == expected

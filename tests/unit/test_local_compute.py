@@ -47,9 +47,9 @@ def test_two_nodes_of_two_ranks_see_batch_style_environment(backend, tmp_path):
     for rank, env in ranks.items():
         node = rank // 2
         assert env["WORLD_SIZE"] == "4" and env["LOCAL_RANK"] == str(rank % 2)
-        assert env["AWS_BATCH_JOB_NUM_NODES"] == "2" and env["AWS_BATCH_JOB_NODE_INDEX"] == str(node)
-        assert env["AWS_BATCH_JOB_MAIN_NODE_INDEX"] == "0"
-        assert env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] == (None if node == 0 else "127.0.0.1")
+        # the neutral rendezvous, set directly: local compute fakes no platform's variables
+        assert env["TRAINIUM_NUM_NODES"] == "2" and env["TRAINIUM_NODE_RANK"] == str(node)
+        assert env["TRAINIUM_MAIN_ADDR"] == "127.0.0.1" and env["AWS_BATCH_JOB_NUM_NODES"] is None
         assert env["TRAINIUM_OUTPUT_URI"] == "file:///tmp/o" and env["MALLOC_ARENA_MAX"] == "64"
     for rank in range(4):
         assert f"[node {rank // 2} rank {rank}] hello from rank {rank}" in lines
@@ -235,7 +235,7 @@ def test_the_trainer_gets_an_allowlisted_environment_and_a_loopback_rendezvous(b
             assert backend.status(handle).state is JobState.RUNNING
         env = json.loads((work / "env-0.json").read_text())
         # the store is up while ranks run: it listens on the loopback address only
-        assert listening_addresses(int(env["TRAINIUM_MASTER_PORT"])) == {"127.0.0.1"}
+        assert listening_addresses(int(env["TRAINIUM_MAIN_PORT"])) == {"127.0.0.1"}
         (work / "go").touch()
         assert backend.wait(handle, lambda line: None, 120).state is JobState.SUCCEEDED
     finally:

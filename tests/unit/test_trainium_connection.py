@@ -1,5 +1,6 @@
 import pytest
 
+from airflow_provider_trainium.compute.backends import resolve_compute
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig, TrainiumHook
 from tests.conftest import set_trainium_connection
 
@@ -10,7 +11,7 @@ def test_no_connection_means_local_compute_under_airflow_home(monkeypatch, tmp_p
     config = TrainiumHook().get_config()
     assert not config.configured
     assert config.artifact_root == (tmp_path / "trainium").as_uri()
-    assert config.default_compute(nodes=4) == "local"
+    assert resolve_compute("auto", config, 4) == "local"
 
 
 def test_connection_extras_become_the_config(monkeypatch):
@@ -27,7 +28,7 @@ def test_connection_extras_become_the_config(monkeypatch):
     assert config.subnets == ("subnet-a", "subnet-b") and config.security_groups == ("sg-1",)
     assert config.batch_job_queues == {"trn1.32xlarge": "q1"}
     assert config.image_builder == "codebuild"
-    assert (config.default_compute(1), config.default_compute(2)) == ("ecs", "batch")
+    assert (resolve_compute("auto", config, 1), resolve_compute("auto", config, 2)) == ("ecs", "batch")
 
 
 def test_unknown_extra_fields_are_named():

@@ -1,0 +1,107 @@
+"""The import direction of every package (DESIGN.md section 2), read from the source with ``ast``.
+
+Every import counts, also one inside a function: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDER = "airflow_provider_trainium"
+AIRFLOW_FACES = tuple(f"{PROVIDER}.{p}" for p in ("operators", "sensors", "triggers", "links", "hooks"))
+AIRFLOW_EXCEPTION_MODULES = ("airflow.exceptions", "airflow.sdk.exceptions")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module (and ``module.name`` for from-imports) that ``path`` imports."""
+    package = module_name(path, root).rsplit(".", 0 if path.name == "__init__.py" else 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def sources(folder: str, root: Path = ROOT) -> list[Path]:
+    return sorted((root / folder).rglob("*.py"))
+
+
+def offending(folder: str, forbidden: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    """``file: module`` for every import under ``folder`` of a module at or under a ``forbidden`` prefix."""
+    return sorted(
+        f"{path.relative_to(root)}: {name}"
+        for path in sources(folder, root)
+        for name in imports(path, root)
+        if any(name == f or name.startswith(f + ".") for f in forbidden)
+    )
+
+
+def airflow_exceptions(folder: str) -> list[str]:
+    """Imports of Airflow's exception classes, whichever module re-exports them."""
+    return sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sources(folder)
+        for name in imports(path)
+        if name.startswith(AIRFLOW_EXCEPTION_MODULES)
+        or (
+            name.startswith("airflow.") and name.rsplit(".", 1)[-1].startswith("Airflow") and name.endswith("Exception")
+        )
+    )
+
+
+RULES = {
+    "neuron/ is pure: no backend, hook, Airflow face or Airflow": (
+        f"{PROVIDER}/neuron",
+        (f"{PROVIDER}.compute", *AIRFLOW_FACES, "airflow", "boto3", "botocore"),
+    ),
+    "compute/ knows no operator": (f"{PROVIDER}/compute", (f"{PROVIDER}.operators", f"{PROVIDER}.sensors")),
+    "the provider never imports the trainer or torch": (PROVIDER, ("trainer", "torch", "torch_xla")),
+    "the trainer never imports Airflow or the provider": ("trainer", ("airflow", PROVIDER)),
+    "DAG files never import the trainer or torch": ("dags", ("trainer", "torch", "torch_xla")),
+}
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_import_direction(rule):
+    folder, forbidden = RULES[rule]
+    assert sources(folder), f"{folder} has no sources: the rule would pass vacuously"
+    assert offending(folder, forbidden) == []
+
+
+@pytest.mark.xfail(strict=True, reason="until status moves to compute/")
+def test_compute_does_not_import_triggers():
+    assert offending(f"{PROVIDER}/compute", (f"{PROVIDER}.triggers",)) == []
+
+
+def test_compute_raises_no_airflow_exceptions():
+    """Backends raise their own errors (``JobInputError``, ``JobFailedError``); the operator maps them."""
+    assert airflow_exceptions(f"{PROVIDER}/compute") == []
+
+
+def test_the_rules_see_an_offending_import(tmp_path):
+    """The parser resolves relative and lazy imports, so a rule cannot pass by missing them."""
+    probe = tmp_path / PROVIDER / "neuron" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("def f():\n    from ..compute import backends\n    from airflow.sdk import Param\n")
+    assert offending(f"{PROVIDER}/neuron", (f"{PROVIDER}.compute", "airflow"), tmp_path) == [
+        f"{PROVIDER}/neuron/probe.py: airflow.sdk",
+        f"{PROVIDER}/neuron/probe.py: airflow.sdk.Param",
+        f"{PROVIDER}/neuron/probe.py: {PROVIDER}.compute",
+        f"{PROVIDER}/neuron/probe.py: {PROVIDER}.compute.backends",
+    ]
