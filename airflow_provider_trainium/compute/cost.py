@@ -159,9 +159,7 @@ def job_cost(
     return cost_record(intervals, instance_type=spec.instance_type, nodes=spec.nodes, price=price, now=now)
 
 
-def cost_environment(
-    spec: JobSpec, backend_name: str, prices: Mapping[str, Price] | None = None
-) -> dict[str, str]:
+def cost_environment(spec: JobSpec, backend_name: str, prices: Mapping[str, Price] | None = None) -> dict[str, str]:
     """The two variables every job gets: the whole job's hourly rate, and whether it is only an estimate."""
     rate = price_of(spec.instance_type, prices).usd_per_hour * spec.nodes
     return {

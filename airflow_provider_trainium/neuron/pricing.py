@@ -153,9 +153,7 @@ def price_of(instance_type: str, prices: Mapping[str, Price] | None = None) -> P
     try:
         return table[instance_type]
     except KeyError:
-        raise PriceError(
-            f"no price for instance type {instance_type!r}; priced: {', '.join(sorted(table))}"
-        ) from None
+        raise PriceError(f"no price for instance type {instance_type!r}; priced: {', '.join(sorted(table))}") from None
 
 
 def prices_for(config: TrainiumConfig) -> dict[str, Price]:
