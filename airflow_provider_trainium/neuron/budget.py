@@ -74,7 +74,7 @@ def check_budget(
     price = price_of(instance_type, prices)
     hourly = price.usd_per_hour * nodes
     timeout_s = _timeout_seconds(execution_timeout)
-    worst = None if timeout_s is None else round(hourly * timeout_s / 3600, 2)
+    worst = None if timeout_s is None else hourly * timeout_s / 3600
     check = BudgetCheck(max_cost_usd, worst, hourly, timeout_s, allowed_over=allow_over_budget_estimate)
     if check.within or allow_over_budget_estimate:
         return check

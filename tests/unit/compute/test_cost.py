@@ -10,11 +10,13 @@ from airflow_provider_trainium.compute.cost import (
     COST_IS_ESTIMATE_ENV,
     COST_PER_HOUR_ENV,
     batch_intervals,
+    before_submit,
     cost_environment,
     cost_record,
     ecs_intervals,
     local_cost,
 )
+from airflow_provider_trainium.neuron.budget import OverBudgetError
 from airflow_provider_trainium.neuron.pricing import PRICES, Price, parse_prices
 from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -78,3 +80,11 @@ def test_job_environment_carries_the_whole_jobs_rate():
     assert cost_environment(spec, "batch") == {COST_PER_HOUR_ENV: "86", COST_IS_ESTIMATE_ENV: "0"}
     prices = {**PRICES, **parse_prices({"trn1.32xlarge": 13.23}, "test")}
     assert cost_environment(spec, "local", prices) == {COST_PER_HOUR_ENV: "52.92", COST_IS_ESTIMATE_ENV: "1"}
+
+
+def test_before_submit_guards_the_budget_then_gives_the_env():
+    spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=2)
+    env = before_submit(spec, "local", execution_timeout=3600, max_cost_usd=2 * PRICES["trn1.32xlarge"].usd_per_hour)
+    assert env[COST_IS_ESTIMATE_ENV] == "1"
+    with pytest.raises(OverBudgetError, match="exceeds max_cost_usd"):
+        before_submit(spec, "local", execution_timeout=3601, max_cost_usd=2 * PRICES["trn1.32xlarge"].usd_per_hour)
