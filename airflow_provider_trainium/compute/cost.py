@@ -32,9 +32,11 @@ Interval = tuple[float, float | None]
 
 
 def _seconds(value: Any) -> float | None:
-    """A describe timestamp as unix seconds: Batch gives epoch milliseconds, boto3's ECS a datetime."""
+    """A describe timestamp as unix seconds: Batch gives epoch milliseconds, boto3's ECS a datetime (or ISO text)."""
     if value is None:
         return None
+    if isinstance(value, str):  # a describe response that went through JSON (XCom, trigger events)
+        value = datetime.fromisoformat(value)
     if isinstance(value, datetime):
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
     if isinstance(value, int | float) and not isinstance(value, bool):

@@ -62,10 +62,17 @@ def test_a_job_that_never_started_costs_nothing():
     assert (cost["usd"], cost["wall_s"], cost["started_at"], cost["stopped_at"]) == (0.0, 0.0, None, None)
 
 
-def test_ecs_reads_datetimes():
-    task = {"startedAt": datetime(2026, 11, 30, 10, tzinfo=UTC), "stoppedAt": datetime(2026, 11, 30, 11, tzinfo=UTC)}
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"startedAt": datetime(2026, 11, 30, 10, tzinfo=UTC), "stoppedAt": datetime(2026, 11, 30, 11, tzinfo=UTC)},
+        {"startedAt": "2026-11-30T10:00:00+00:00", "stoppedAt": "2026-11-30T11:00:00+00:00"},  # through JSON
+    ],
+)
+def test_ecs_reads_datetimes(task):
     cost = cost_record(ecs_intervals(task), instance_type="trn1.2xlarge", nodes=1, price=PRICES["trn1.2xlarge"])
     assert cost["usd"] == pytest.approx(PRICES["trn1.2xlarge"].usd_per_hour, abs=1e-4)
+    assert cost["stopped_at"] == "2026-11-30T11:00:00+00:00"
 
 
 def test_local_costs_nothing_and_estimates_the_layout():
