@@ -200,9 +200,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     mv = _registry(args).resolve(args.ref, verify=False)  # shows the manifest; `verify` checks the files
     record = {"uri": mv.uri, "manifest_uri": mv.manifest_uri, **mv.manifest}
-    if args.output in ("table", "plain"):
+    human = args.output in ("table", "plain")
+    if human:
         args.output = "json"  # a manifest is nested: a table would flatten it beyond use
     _print(args, record)
+    if human and isinstance(mv.manifest.get("cost"), dict):
+        from airflow_provider_trainium.registry.manifest import cost_text
+
+        print(f"cost: {cost_text(mv.manifest['cost'])}", file=args.out)
     return 0
 
 

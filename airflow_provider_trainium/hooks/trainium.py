@@ -61,6 +61,9 @@ class TrainiumConfig:
     image_builder: str | None = None
     #: Prefixes (``s3://bucket/prefix``) a run's ``input_uri``/``base_model`` may read besides the artifact root.
     allowed_input_prefixes: tuple[str, ...] = ()
+    #: Price overrides (see :mod:`~airflow_provider_trainium.neuron.pricing`) and a JSON file of more.
+    prices: dict[str, Any] = field(default_factory=dict)
+    prices_file: str | None = None
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:
@@ -72,6 +75,10 @@ class TrainiumConfig:
                 values[name] = tuple(s.strip() for s in values[name].split(",") if s.strip())
             elif name in values:
                 values[name] = tuple(values[name])
+        if "prices" in values:
+            from airflow_provider_trainium.neuron.pricing import parse_prices
+
+            parse_prices(values["prices"], "the trainium connection's prices")  # a clear error now, not mid-run
         return cls(configured=True, **values)
 
 

@@ -95,6 +95,25 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
             "items": {"type": "string", "pattern": r"^(s3|file)://.+"},
         },
     },
+    "prices": {
+        "label": "Instance prices",
+        "description": 'USD per instance-hour over the built-in on-demand prices, e.g. {"as_of": "2026-11-20", '
+        '"trn1.32xlarge": 13.23} or {"trn1.32xlarge": {"usd_per_hour": 13.23, "as_of": "2026-11-20"}}.',
+        "schema": {
+            "type": ["object", "null"],
+            "additionalProperties": {
+                "type": ["number", "string", "object"],
+                "exclusiveMinimum": 0,
+                "properties": {"usd_per_hour": {"type": "number", "exclusiveMinimum": 0}},
+            },
+        },
+    },
+    "prices_file": {
+        "label": "Prices file",
+        "description": "Path of a JSON file of prices in the same format, read on the worker "
+        "(default: $TRAINIUM_PRICES_FILE). The connection's own prices win over the file's.",
+        "schema": _OPTIONAL_STRING,
+    },
     "image_builder": {
         "label": "Image builder",
         "description": "How NeuronImageBuildOperator builds images; empty picks one (auto).",

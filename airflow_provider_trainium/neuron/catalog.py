@@ -1,15 +1,12 @@
 """Trainium instance types: what each one offers to a training job.
 
-Figures come from the AWS Neuron documentation and the EC2 instance pages. Prices are the public
-on-demand list prices in us-east-1 on ``PRICES_AS_OF``; pass ``prices=`` to :func:`hourly_price` to use
-your own (reserved, savings plan, other region).
+Figures come from the AWS Neuron documentation and the EC2 instance pages. Prices live in one table,
+:mod:`airflow_provider_trainium.neuron.pricing`, with their dates and sources and the user's overrides.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-PRICES_AS_OF = "2026-11-01"
 
 
 @dataclass(frozen=True)
@@ -21,7 +18,6 @@ class InstanceType:
     vcpus: int
     memory_gib: int
     chip_bf16_tflops: float
-    on_demand_usd_per_hour: float
     max_nodes: int = 64
 
     @property
@@ -40,6 +36,13 @@ class InstanceType:
         return self.efa_interfaces > 0
 
     @property
+    def on_demand_usd_per_hour(self) -> float:
+        """The built-in list price (see :mod:`~airflow_provider_trainium.neuron.pricing` for overrides)."""
+        from airflow_provider_trainium.neuron.pricing import PRICES
+
+        return PRICES[self.name].usd_per_hour
+
+    @property
     def peak_bf16_tflops(self) -> float:
         """Dense BF16 peak of the whole instance, the denominator of MFU."""
         return self.chips * self.chip_bf16_tflops
@@ -48,10 +51,10 @@ class InstanceType:
 CATALOG: dict[str, InstanceType] = {
     it.name: it
     for it in (
-        InstanceType("trn1.2xlarge", 1, 2, 0, 8, 32, 190.0, 1.34, max_nodes=1),
-        InstanceType("trn1.32xlarge", 16, 32, 8, 128, 512, 190.0, 21.50),
-        InstanceType("trn1n.32xlarge", 16, 32, 16, 128, 512, 190.0, 24.78),
-        InstanceType("trn2.48xlarge", 16, 64, 16, 192, 2048, 667.0, 46.00),
+        InstanceType("trn1.2xlarge", 1, 2, 0, 8, 32, 190.0, max_nodes=1),
+        InstanceType("trn1.32xlarge", 16, 32, 8, 128, 512, 190.0),
+        InstanceType("trn1n.32xlarge", 16, 32, 16, 128, 512, 190.0),
+        InstanceType("trn2.48xlarge", 16, 64, 16, 192, 2048, 667.0),
     )
 }
 
@@ -65,6 +68,7 @@ def get_instance_type(name: str) -> InstanceType:
 
 
 def hourly_price(name: str, nodes: int = 1, prices: dict[str, float] | None = None) -> float:
-    """On-demand cost of ``nodes`` instances for one hour, in USD."""
-    table = prices or {k: v.on_demand_usd_per_hour for k, v in CATALOG.items()}
-    return table[name] * nodes
+    """On-demand cost of ``nodes`` instances for one hour, in USD (``prices``: USD per hour by type)."""
+    if prices is not None:
+        return prices[name] * nodes
+    return CATALOG[name].on_demand_usd_per_hour * nodes

@@ -82,3 +82,43 @@ def scalar_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
         for k, v in (metrics or {}).items()
         if isinstance(v, int | float | bool) or (isinstance(v, str) and len(v) <= 200)
     }
+
+
+#: The keys of a ``trainium_cost`` record (docs/cost.md) a manifest keeps.
+COST_KEYS = ("usd", "estimate_usd", "is_estimate", "nodes", "instance_type", "price_per_node_hour_usd",
+             "price_date", "wall_s", "started_at", "stopped_at")  # fmt: skip
+
+
+def cost_info(cost: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The cost record of the run that produced a version, as the manifest keeps it (None: not recorded)."""
+    if cost is None:
+        return None
+    if not isinstance(cost, dict):
+        raise ValueError(f"a cost record must be a dict, got {type(cost).__name__}")
+    for key in ("usd", "estimate_usd"):
+        value = cost.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValueError(f"cost record: {key} must be a number of USD >= 0, got {value!r}")
+    return {key: cost.get(key) for key in COST_KEYS}
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "?"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+def cost_text(cost: dict[str, Any]) -> str:
+    """One line for people: ``$12.34 (2 x trn1.32xlarge, 17m, prices of 2026-11-01)``; local runs show the
+    estimate for their layout."""
+    what = (
+        f"{cost.get('nodes', '?')} x {cost.get('instance_type', '?')}, {_duration(cost.get('wall_s'))}, "
+        f"prices of {cost.get('price_date') or '?'}"
+    )
+    if cost.get("is_estimate"):
+        return f"${cost.get('usd') or 0.0:.2f} local (est. ${cost.get('estimate_usd') or 0.0:.2f} for {what})"
+    return f"${cost.get('usd') or 0.0:.2f} ({what})"

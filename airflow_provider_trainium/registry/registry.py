@@ -32,6 +32,7 @@ from airflow_provider_trainium.registry.hashing import (
 )
 from airflow_provider_trainium.registry.manifest import (
     FORMAT,
+    cost_info,
     image_info,
     now_iso,
     software_versions,
@@ -261,6 +262,7 @@ class ModelRegistry:
         checkpoint_uri: str | None = None,
         base_model: str | None = None,
         image: str | None = None,
+        cost: dict[str, Any] | None = None,
     ) -> RegisterResult:
         """Publish the files under ``source_uri`` as the next version of ``name``.
 
@@ -269,6 +271,7 @@ class ModelRegistry:
         ``created`` is True only when this call published the version: a version that already existed (a
         retry, a cleared rerun that keeps its run id) is reported as existing.
         A registration that crashed part-way is finished by the next registration of the same content.
+        ``cost`` is the ``trainium_cost`` record of the run that trained the files (kept in the manifest).
         """
         validate_model_name(name)
         source = self._open(source_uri)
@@ -286,6 +289,7 @@ class ModelRegistry:
             "dataset": self._dataset(dataset_uri, dataset_hash_max_bytes),
             "checkpoint": {"uri": checkpoint_uri} if checkpoint_uri else None,
             "base_model": self._base_model(base_model),
+            "cost": cost_info(cost),
         }
         model_dir = self._model_dir(name)
         for _ in range(MAX_ATTEMPTS):

@@ -1,0 +1,92 @@
+"""The budget guard before submit: refuse a run whose worst case costs more than its ``max_cost_usd``.
+
+The worst case is every node billed for the whole execution timeout: nodes x hourly price x timeout.
+A budget without a timeout has no worst case, so it is refused too (the run could cost anything) unless
+``allow_over_budget_estimate`` is set; that flag starts either run anyway and leaves the mid-run guard
+as the only stop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from airflow_provider_trainium.neuron.pricing import Price, price_of
+
+
+class OverBudgetError(ValueError):
+    """A run that may cost more than its budget. Not worth a retry: the operator fails the task for good."""
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    """What the guard worked out: the figures its message and the task log show."""
+
+    max_cost_usd: float | None
+    worst_case_usd: float | None
+    hourly_usd: float
+    timeout_s: float | None
+    allowed_over: bool = False
+
+    @property
+    def within(self) -> bool:
+        if self.max_cost_usd is None:
+            return True
+        return self.worst_case_usd is not None and self.worst_case_usd <= self.max_cost_usd
+
+
+def _timeout_seconds(execution_timeout: timedelta | float | None) -> float | None:
+    if execution_timeout is None:
+        return None
+    seconds = execution_timeout.total_seconds() if isinstance(execution_timeout, timedelta) else execution_timeout
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"execution_timeout must be a positive duration, got {execution_timeout!r}")
+    return float(seconds)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.4g}h"
+
+
+def check_budget(
+    nodes: int,
+    instance_type: str,
+    execution_timeout: timedelta | float | None,
+    max_cost_usd: float | None,
+    allow_over_budget_estimate: bool = False,
+    prices: Mapping[str, Price] | None = None,
+) -> BudgetCheck:
+    """Raise :class:`OverBudgetError`, with the numbers, when the worst case may exceed ``max_cost_usd``.
+
+    ``execution_timeout`` is a timedelta or seconds; no budget (None) means no check. Returns the figures.
+    """
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be a whole number of at least 1, got {nodes!r}")
+    if max_cost_usd is not None and (
+        isinstance(max_cost_usd, bool)
+        or not isinstance(max_cost_usd, int | float)
+        or not math.isfinite(max_cost_usd)
+        or max_cost_usd <= 0
+    ):
+        raise ValueError(f"max_cost_usd must be a positive number of USD, got {max_cost_usd!r}")
+    price = price_of(instance_type, prices)
+    hourly = price.usd_per_hour * nodes
+    timeout_s = _timeout_seconds(execution_timeout)
+    worst = None if timeout_s is None else hourly * timeout_s / 3600
+    check = BudgetCheck(max_cost_usd, worst, hourly, timeout_s, allowed_over=allow_over_budget_estimate)
+    if check.within or allow_over_budget_estimate:
+        return check
+    layout = f"{nodes} x {instance_type} at ${price.usd_per_hour:.2f}/h (prices of {price.as_of})"
+    if worst is None:
+        raise OverBudgetError(
+            f"max_cost_usd ${max_cost_usd:.2f} cannot be checked: the task has no execution_timeout, so the "
+            f"worst case of {layout} = ${hourly:.2f}/h has no bound. Set execution_timeout (at most "
+            f"{_hours(max_cost_usd / hourly * 3600)} fits the budget) or allow_over_budget_estimate=True"
+        )
+    raise OverBudgetError(
+        f"worst case ${worst:.2f} exceeds max_cost_usd ${max_cost_usd:.2f}: {layout} x execution_timeout "
+        f"{_hours(timeout_s)}. Raise max_cost_usd, shorten execution_timeout to at most "
+        f"{_hours(max_cost_usd / hourly * 3600)}, use fewer nodes, or set allow_over_budget_estimate=True"
+    )

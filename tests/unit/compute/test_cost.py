@@ -1,0 +1,97 @@
+"""Cost records from describe responses (the shapes AWS documents), the local estimate and the job env."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from airflow_provider_trainium.compute.cost import (
+    COST_IS_ESTIMATE_ENV,
+    COST_PER_HOUR_ENV,
+    batch_intervals,
+    before_submit,
+    cost_environment,
+    cost_record,
+    ecs_intervals,
+    local_cost,
+)
+from airflow_provider_trainium.neuron.budget import OverBudgetError
+from airflow_provider_trainium.neuron.pricing import PRICES, Price, parse_prices
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+T0 = 1_780_000_000.0  # unix seconds
+PRICE = Price("trn1.32xlarge", 20.0, "us-east-1", "2026-11-01", "test")
+KEYS = {"usd", "estimate_usd", "is_estimate", "nodes", "instance_type", "price_per_node_hour_usd", "price_date",
+        "wall_s", "started_at", "stopped_at"}  # fmt: skip
+
+
+def ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+def test_a_retried_container_job_pays_for_every_attempt():
+    job = {"startedAt": ms(T0 + 900), "stoppedAt": ms(T0 + 1800),
+           "attempts": [{"startedAt": ms(T0), "stoppedAt": ms(T0 + 600)},
+                        {"startedAt": ms(T0 + 900), "stoppedAt": ms(T0 + 1800)}]}  # fmt: skip
+    cost = cost_record(batch_intervals(job), instance_type="trn1.32xlarge", nodes=1, price=PRICE)
+    assert set(cost) == KEYS
+    assert cost["usd"] == pytest.approx(20.0 * 1500 / 3600, abs=1e-4)
+    assert cost["wall_s"] == 1800.0
+    assert cost["started_at"] == datetime.fromtimestamp(T0, UTC).isoformat(timespec="seconds")
+
+
+def test_node_jobs_are_summed_and_a_running_node_counts_up_to_now():
+    parent = {"nodeProperties": {"numNodes": 2}, "startedAt": ms(T0)}
+    nodes = [{"attempts": [{"startedAt": ms(T0), "stoppedAt": ms(T0 + 3600)}]},
+             {"attempts": [{"startedAt": ms(T0 + 600)}]}]  # fmt: skip
+    cost = cost_record(batch_intervals(parent, nodes), instance_type="trn1.32xlarge", nodes=2, price=PRICE,
+                       now=T0 + 3600)  # fmt: skip
+    assert cost["usd"] == pytest.approx(20.0 * (3600 + 3000) / 3600, abs=1e-4)
+    assert cost["stopped_at"] is None and cost["wall_s"] == 3600.0
+
+
+def test_without_node_jobs_the_parent_counts_once_per_node():
+    parent = {"nodeProperties": {"numNodes": 4}, "startedAt": ms(T0), "stoppedAt": ms(T0 + 1800)}
+    cost = cost_record(batch_intervals(parent), instance_type="trn1.32xlarge", nodes=4, price=PRICE)
+    assert cost["usd"] == pytest.approx(4 * 20.0 * 0.5)
+
+
+def test_a_job_that_never_started_costs_nothing():
+    cost = cost_record(batch_intervals({"status": "RUNNABLE"}), instance_type="trn1.32xlarge", nodes=2, price=PRICE)
+    assert (cost["usd"], cost["wall_s"], cost["started_at"], cost["stopped_at"]) == (0.0, 0.0, None, None)
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"startedAt": datetime(2026, 11, 30, 10, tzinfo=UTC), "stoppedAt": datetime(2026, 11, 30, 11, tzinfo=UTC)},
+        {"startedAt": "2026-11-30T10:00:00+00:00", "stoppedAt": "2026-11-30T11:00:00+00:00"},  # through JSON
+    ],
+)
+def test_ecs_reads_datetimes(task):
+    cost = cost_record(ecs_intervals(task), instance_type="trn1.2xlarge", nodes=1, price=PRICES["trn1.2xlarge"])
+    assert cost["usd"] == pytest.approx(PRICES["trn1.2xlarge"].usd_per_hour, abs=1e-4)
+    assert cost["stopped_at"] == "2026-11-30T11:00:00+00:00"
+
+
+def test_local_costs_nothing_and_estimates_the_layout():
+    cost = local_cost("trn1.32xlarge", 2, T0, T0 + 900)
+    assert cost["usd"] == 0.0 and cost["is_estimate"] is True
+    assert cost["estimate_usd"] == pytest.approx(2 * PRICES["trn1.32xlarge"].usd_per_hour * 0.25, abs=1e-4)
+    assert cost["price_date"] == PRICES["trn1.32xlarge"].as_of and cost["wall_s"] == 900.0
+
+
+def test_job_environment_carries_the_whole_jobs_rate():
+    spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=4)
+    assert cost_environment(spec, "batch") == {COST_PER_HOUR_ENV: "86", COST_IS_ESTIMATE_ENV: "0"}
+    prices = {**PRICES, **parse_prices({"trn1.32xlarge": 13.23}, "test")}
+    assert cost_environment(spec, "local", prices) == {COST_PER_HOUR_ENV: "52.92", COST_IS_ESTIMATE_ENV: "1"}
+
+
+def test_before_submit_guards_the_budget_then_gives_the_env():
+    spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=2)
+    env = before_submit(spec, "local", execution_timeout=3600, max_cost_usd=2 * PRICES["trn1.32xlarge"].usd_per_hour)
+    assert env[COST_IS_ESTIMATE_ENV] == "1"
+    with pytest.raises(OverBudgetError, match="exceeds max_cost_usd"):
+        before_submit(spec, "local", execution_timeout=3601, max_cost_usd=2 * PRICES["trn1.32xlarge"].usd_per_hour)
