@@ -175,8 +175,9 @@ def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.e
     """The node's device/host sampler (``trainer.common.monitor``), or None when there is nothing to write to.
 
     It writes under the trainer's ``--output-uri`` (or ``TRAINIUM_OUTPUT_URI``) and watches this process: the
-    launcher becomes torchrun (exec keeps the pid), so the sampler stops when torchrun ends. Not for compile
-    trials, nor with ``TRAINIUM_MONITOR=0``.
+    launcher becomes torchrun (exec keeps the pid), so the sampler stops when torchrun ends. Only for torchrun
+    jobs: not for single-process steps (data preparation, evaluation: their output folders are data), nor for
+    compile trials, nor with ``TRAINIUM_MONITOR=0``.
     """
     args, rest = parse_args(argv)
     output = env.get("TRAINIUM_OUTPUT_URI", "").strip()
@@ -185,9 +186,11 @@ def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.e
             output = rest[i + 1]
         elif word.startswith("--output-uri="):
             output = word.split("=", 1)[1]
-    if not output or env.get("TRAINIUM_MONITOR", "1") == "0" or args.wrap or "--compile-only" in rest:
+    if not output or env.get("TRAINIUM_MONITOR", "1") == "0" or args.single_process:
         return None
-    node = 0 if args.single_process or args.nodes == 1 else rendezvous(args.nodes, env)[0]
+    if args.wrap or "--compile-only" in rest:
+        return None
+    node = 0 if args.nodes == 1 else rendezvous(args.nodes, env)[0]
     return [python, "-m", "trainer.common.monitor", f"--output-uri={output}", f"--node={node}",
             f"--parent={os.getpid()}"]  # fmt: skip
 

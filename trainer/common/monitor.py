@@ -174,9 +174,12 @@ class Sampler:
         return not self.should_stop()
 
     def _host(self) -> None:
+        """The first sample after at most a second (short jobs get one too), then one every period."""
         sampler = HostSampler(self.node)
-        while self._wait(self.every_s):
+        wait = min(1.0, self.every_s)
+        while self._wait(wait):
             self.writer.append(sampler.sample())
+            wait = self.every_s
 
     def _neuron_monitor(self, binary: str) -> bool:
         """Follow neuron-monitor's reports; False if it could not run (the host sampler takes over)."""

@@ -24,7 +24,7 @@ def test_output_uri_from_the_trainer_arguments_and_node_from_the_rendezvous() ->
 
 
 def test_output_uri_from_the_environment() -> None:
-    argv = ["--nodes=1", "--single-process", "--module=trainer.mnist_mlp.train", "--", "--epochs", "1"]
+    argv = ["--nodes=1", "--nproc-per-node=2", "--module=trainer.mnist_mlp.train", "--", "--epochs", "1"]
     command = monitor_command(argv, {"TRAINIUM_OUTPUT_URI": "file:///tmp/run"})
     assert flags(command)["output-uri"] == "file:///tmp/run" and flags(command)["node"] == "0"
 
@@ -33,6 +33,7 @@ def test_output_uri_from_the_environment() -> None:
     ("argv", "env"),
     [
         (["--nodes=1", "--nproc-per-node=2", "--module=m"], {}),  # nowhere to write
+        (["--nodes=1", "--single-process", "--module=m"], {"TRAINIUM_OUTPUT_URI": "s3://b/data"}),  # no torchrun
         (["--nodes=1", "--nproc-per-node=2", "--module=m", "--", "--output-uri=s3://b/r", "--compile-only"], {}),
         (
             ["--nodes=1", "--nproc-per-node=2", "--wrap=neuron_parallel_compile", "--module=m"],
@@ -44,7 +45,7 @@ def test_output_uri_from_the_environment() -> None:
         ),
     ],
 )
-def test_no_sampler_without_an_output_for_compile_trials_or_when_switched_off(argv: list[str], env: dict) -> None:
+def test_no_sampler_without_output_or_torchrun_for_compile_trials_or_when_switched_off(argv: list[str], env: dict) -> None:
     assert monitor_command(argv, env) is None
 
 
