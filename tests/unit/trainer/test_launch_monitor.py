@@ -45,7 +45,7 @@ def test_output_uri_from_the_environment() -> None:
         ),
     ],
 )
-def test_no_sampler_without_output_or_torchrun_for_compile_trials_or_when_switched_off(argv: list[str], env: dict) -> None:
+def test_no_sampler_without_output_or_torchrun_for_compile_trials_or_switched_off(argv: list[str], env: dict) -> None:
     assert monitor_command(argv, env) is None
 
 
