@@ -2,7 +2,8 @@
 
 The job runs through local compute (the container's launcher, torchrun with 2 ranks, the node monitor), so
 this is what a task of ``trainium_llama_pretrain`` sees. The test polls the stream folder while the job runs
-and proves a chunk was there before the job ended: chunks are read first, then the job is found still running.
+and proves a chunk was there before the job ended: chunks are read first, then the job is found still running;
+the records read then end before the last step, so they were flushed while training went on.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from airflow_provider_trainium.neuron.spec import JobSpec
 from trainer.common import stream
 from trainer.llama.data import prepare
 
-STEPS = 12
+STEPS = 30
 PROGRESS = re.compile(
-    r"^\[node 0 rank 0\] .*progress step (\d+)/12 \(\d+%\) loss [\d.]+ \| [\d.]+k? tokens/s \| ETA \d+[smh]"
+    r"^\[node 0 rank 0\] .*progress step (\d+)/30 \(\d+%\) loss [\d.]+ \| [\d.]+k? tokens/s \| ETA \d+[smh]"
     r".* \| cost so far \$0\.00 \(est\. \$\d+\.\d\d on the instance layout\)$"
 )
 
@@ -81,6 +82,7 @@ def test_the_stream_is_readable_mid_run_and_the_task_log_shows_progress_with_eta
     assert status.state is JobState.SUCCEEDED, "\n".join(lines[-30:])
     assert seen_while_running, "no chunk of the stream existed while the job ran"
     assert seen_while_running[0]["kind"] == "train" and seen_while_running[0]["total_steps"] == STEPS
+    assert seen_while_running[-1]["step"] < STEPS  # read while training went on, not only after its last flush
 
     final = stream.read_records(out, "train")
     train = [r for r in final if r["kind"] == "train"]
