@@ -35,6 +35,8 @@ from trainer.common.stream import DEFAULT_EVERY_S, StreamWriter, monitor_source
 log = logging.getLogger("trainer.monitor")
 
 DEFAULT_SAMPLE_S = 5.0
+#: Where aws-neuronx-tools installs neuron-monitor; the Neuron DLC also puts it on PATH (docs/fidelity.md).
+NEURON_BIN = Path("/opt/aws/neuron/bin/neuron-monitor")
 _TICK_S = 0.5
 
 
@@ -156,7 +158,7 @@ class Sampler:
     def run(self) -> str:
         """Sample until told to stop; returns which sampler ran (``neuron-monitor`` or ``host``)."""
         try:
-            binary = shutil.which("neuron-monitor")
+            binary = shutil.which("neuron-monitor") or (str(NEURON_BIN) if NEURON_BIN.is_file() else None)
             if binary and self._neuron_monitor(binary):
                 return "neuron-monitor"
             self._host()
