@@ -12,6 +12,7 @@ platform's own variables are mapped onto them here by one adapter in ``PLATFORM_
 ``AWS_BATCH_JOB_NUM_NODES``, ``AWS_BATCH_JOB_NODE_INDEX`` and ``AWS_BATCH_JOB_MAIN_NODE_INDEX`` on every node, and
 ``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` on the children only: the main node uses its own address.
 ``TRAINIUM_RANK_LOG_DIR`` (local compute) tees torchrun's per-rank log files to the console.
+Next to torchrun, each node runs its device/host sampler (``trainer.common.monitor``) into the metrics stream.
 ``--dry-run`` or ``TRAINIUM_LAUNCH_DRY_RUN=1`` prints the command as JSON and exits 0 instead of running it.
 
 Runs inside the container, so it imports neither Airflow nor the provider (nor torch: it only execs torchrun).
@@ -24,6 +25,7 @@ import ipaddress
 import json
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 
@@ -213,7 +215,42 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(command))
         return
     print("trainer.launch: " + " ".join(command), flush=True)
+    start_monitor(argv, os.environ)
     os.execvp(command[0], command)
+
+
+def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.executable) -> list[str] | None:
+    """The node's device/host sampler (``trainer.common.monitor``), or None when there is nothing to write to.
+
+    It writes under the trainer's ``--output-uri`` (or ``TRAINIUM_OUTPUT_URI``) and watches this process: the
+    launcher becomes torchrun (exec keeps the pid), so the sampler stops when torchrun ends. Only for torchrun
+    jobs: not for single-process steps (data preparation, evaluation: their output folders are data), nor for
+    compile trials, nor with ``TRAINIUM_MONITOR=0``.
+    """
+    args, rest = parse_args(argv)
+    output = env.get("TRAINIUM_OUTPUT_URI", "").strip()
+    for i, word in enumerate(rest):
+        if word == "--output-uri" and i + 1 < len(rest):
+            output = rest[i + 1]
+        elif word.startswith("--output-uri="):
+            output = word.split("=", 1)[1]
+    if not output or env.get("TRAINIUM_MONITOR", "1") == "0" or args.single_process:
+        return None
+    if args.wrap or "--compile-only" in rest:
+        return None
+    node = 0 if args.nodes == 1 else rendezvous(args.nodes, env)[0]
+    return [python, "-m", "trainer.common.monitor", f"--output-uri={output}", f"--node={node}",
+            f"--parent={os.getpid()}"]  # fmt: skip
+
+
+def start_monitor(argv: list[str], env: Mapping[str, str]) -> None:
+    """Start the sampler in the background; a sampler that cannot start never stops the job."""
+    try:
+        command = monitor_command(argv, env)
+        if command:
+            subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+    except (LaunchError, OSError) as err:
+        print(f"trainer.launch: the node monitor did not start ({err}); training goes on", file=sys.stderr)
 
 
 if __name__ == "__main__":

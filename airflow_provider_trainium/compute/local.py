@@ -4,7 +4,10 @@ Each node runs exactly the argv a training container runs (``neuron.container_co
 and the arguments ECS and Batch send) with the environment the container gets, plus the local
 rendezvous in the neutral contract every backend maps onto (``TRAINIUM_NUM_NODES``, ``TRAINIUM_NODE_RANK``,
 the loopback address as ``TRAINIUM_MAIN_ADDR`` and a free port). So every local job exercises the container's
-entry point. Output of every process streams into the task log as ``[node i rank r]``. The whole process
+entry point. The main rank's output (rank 0) and each
+node's own lines stream into the task log as ``[node i rank 0]`` / ``[node i]``; every rank's output stays in
+the node's log file and torchrun's per-rank files, and a failing rank's last lines are reported with the
+failure. ``all_ranks=True`` (or ``TRAINIUM_TASK_LOG_ALL_RANKS=1``) forwards every rank. The whole process
 tree is killed on timeout, on task kill, or as soon as one node fails.
 
 A job outlives the worker that started it: each node runs under ``local_supervisor.py``, which leads the
@@ -200,8 +203,12 @@ class LocalBackend(ComputeBackend):
         python: str | None = None,
         max_processes_per_node: int = 2,
         aws_conn_id: str | None = None,
+        all_ranks: bool | None = None,
     ):
         self.state_dir = Path(state_dir)
+        if all_ranks is None:
+            all_ranks = os.environ.get("TRAINIUM_TASK_LOG_ALL_RANKS", "").strip() == "1"
+        self.all_ranks = all_ranks
         self.python = python or sys.executable
         self.max_processes_per_node = max_processes_per_node
         #: the AWS connection whose credentials a job gets when the artifact root is on S3
@@ -433,6 +440,13 @@ class LocalBackend(ComputeBackend):
             return f"[node {node.index} rank {rank}] {match.group(2)}"
         return f"[node {node.index}] {text}"
 
+    def _forwarded(self, node: _Node, text: str) -> str | None:
+        """The labelled line for the task log; None for a rank other than 0 unless every rank goes there."""
+        match = _RANK_PREFIX.match(text)
+        if match and not self.all_ranks and node.index * node.processes_per_node + int(match.group(1)) != 0:
+            return None
+        return self._label(node, text)
+
     def _pump(self, node: _Node, lines: queue.Queue[tuple[int, str | None]]) -> None:
         """Follow the node's output file until the node has ended and every line is read."""
         pending = b""
@@ -440,14 +454,18 @@ class LocalBackend(ComputeBackend):
             while True:
                 chunk = source.readline()
                 if chunk.endswith(b"\n"):
-                    lines.put((node.index, self._label(node, (pending + chunk).decode(errors="replace").rstrip("\n"))))
+                    label = self._forwarded(node, (pending + chunk).decode(errors="replace").rstrip("\n"))
+                    if label is not None:
+                        lines.put((node.index, label))
                     pending = b""
                     continue
                 pending += chunk
                 if node.exit_code() is not None:
                     rest = pending + source.read()
                     for raw in rest.decode(errors="replace").splitlines():
-                        lines.put((node.index, self._label(node, raw)))
+                        label = self._forwarded(node, raw)
+                        if label is not None:
+                            lines.put((node.index, label))
                     break
                 time.sleep(_POLL_SECONDS)
         lines.put((node.index, None))

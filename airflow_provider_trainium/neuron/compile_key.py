@@ -34,6 +34,8 @@ NON_GRAPH_ARGS: tuple[str, ...] = (
     "--min-lr-ratio",
     "--epochs",
     "--peak-tflops",
+    "--stream-every-s",
+    "--progress-every-s",
 )
 #: Flags without a value that do not change the compiled graphs.
 NON_GRAPH_SWITCHES: tuple[str, ...] = ("--compile-only",)

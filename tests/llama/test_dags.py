@@ -76,6 +76,15 @@ def test_pretrain_dag_trains_and_registers(pretrained, artifact_root):
     assert metrics["peak_tflops"] == 190.0 and metrics["mfu"] > 0  # trn1.2xlarge's peak from the catalog
     (key,) = (artifact_root / "compile-cache" / "trainium_llama_pretrain" / "keys").glob("*.json")
     assert json.loads(key.read_text())["inputs"]["instance_type"] == "trn1.2xlarge"
+    # The live stream the run wrote beside its model: every logged step, the final eval, the node's host samples.
+    from trainer.common.stream import read_records
+
+    (model_dir,) = (artifact_root / "llama" / "pretrain").glob("*/model")
+    train = read_records(model_dir.as_uri(), "train")
+    assert [r["step"] for r in train if r["kind"] == "train"] == [5, 10, 15, 20, 25, 30]
+    assert train[-1]["kind"] == "eval" and train[-1]["loss"] == pytest.approx(metrics["eval_loss"], abs=1e-6)
+    assert read_records(model_dir.as_uri(), "monitor-node0", kinds=["host"])
+    assert not list((artifact_root / "llama" / "pretrain").glob("*/data/stream"))  # no monitor in data preparation
 
 
 def test_bad_layout_fails_before_any_job_starts(artifact_root):

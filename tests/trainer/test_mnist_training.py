@@ -97,3 +97,12 @@ def test_xla_step_loop_runs_one_graph_per_step_and_reads_back_only_the_logged_lo
     assert metrics["xla_train_graphs"] == ranks
     assert metrics["xla_train_graphs_run"] == ranks * steps
     assert metrics["xla_train_host_transfers"] == steps // 10 + (steps if ranks == 2 else 0)
+    # The live stream: a train record per logged step with samples/s, no MFU on CPU, the accuracy at the end.
+    from trainer.common.stream import read_records
+
+    records = read_records((tmp_path / "out").as_uri(), "train")
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in train] == list(range(10, steps + 1, 10))
+    assert all(r["total_steps"] == steps and r["samples_per_s"] > 0 and r["mfu"] is None for r in train[1:])
+    assert records[-1]["kind"] == "eval" and records[-1]["step"] == steps
+    assert records[-1]["accuracy"] == pytest.approx(metrics["accuracy"], abs=1e-5)

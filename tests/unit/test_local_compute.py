@@ -51,8 +51,12 @@ def test_two_nodes_of_two_ranks_see_batch_style_environment(backend, tmp_path):
         assert env["TRAINIUM_NUM_NODES"] == "2" and env["TRAINIUM_NODE_RANK"] == str(node)
         assert env["TRAINIUM_MAIN_ADDR"] == "127.0.0.1" and env["AWS_BATCH_JOB_NUM_NODES"] is None
         assert env["TRAINIUM_OUTPUT_URI"] == "file:///tmp/o" and env["MALLOC_ARENA_MAX"] == "64"
+    # Only the main rank goes to the task log; every rank's lines stay in its node's log file.
+    assert "[node 0 rank 0] hello from rank 0" in lines
+    assert not [line for line in lines if " rank 1]" in line or " rank 2]" in line or " rank 3]" in line]
+    node_logs = "".join((tmp_path / "state" / "jobs" / handle.job_id / f"node{n}.log").read_text() for n in (0, 1))
     for rank in range(4):
-        assert f"[node {rank // 2} rank {rank}] hello from rank {rank}" in lines
+        assert f"hello from rank {rank}" in node_logs
     assert backend.find_existing("job-1", {}).job_id == handle.job_id  # success is remembered
 
 
@@ -148,7 +152,7 @@ def test_a_killed_workers_job_is_attached_to_and_never_trained_twice(tmp_path):
     worker.wait()
     worker.stdout.close()
 
-    retry = LocalBackend(tmp_path / "state")  # the next try, in a new worker process
+    retry = LocalBackend(tmp_path / "state", all_ranks=True)  # the next try, in a new worker process
     try:
         handle = retry.find_existing("job-1", {})
         assert handle is not None and handle.job_id == submitted["job_id"]
@@ -159,7 +163,7 @@ def test_a_killed_workers_job_is_attached_to_and_never_trained_twice(tmp_path):
         assert retry.wait(handle, lines.append, 120).state is JobState.SUCCEEDED
     finally:
         stop_all(tmp_path / "state")
-    assert "[node 0 rank 1] rank 1 done" in lines
+    assert "[node 0 rank 1] rank 1 done" in lines  # all_ranks: every rank's lines go to the task log
     assert len((work / "started").read_text().splitlines()) == 2  # trained once: one start per rank
     pids = [int(line.split()[1]) for line in (work / "started").read_text().splitlines()]
     assert not any(alive(pid) for pid in pids)

@@ -6,6 +6,8 @@
   through trainer.common). Set ``TRAINIUM_RUNTIME`` to force one.
 - Every ``--log-every`` steps: loss (mean over ranks), tokens/s and MFU against ``--peak-tflops`` go to
   the log and to ``metrics.jsonl`` at the output URI.
+- The main rank streams train and eval records to ``<output-uri>/stream/train/`` every ``--stream-every-s``
+  and logs a progress line (step, loss, tokens/s, MFU, ETA, cost so far) every ``--progress-every-s``.
 - Every ``--checkpoint-every`` steps a checkpoint (model, optimizer, scheduler, RNG, data position) goes
   to ``--checkpoint-uri``, keeping the last ``--keep-checkpoints``; a rerun resumes from the newest one
   and ends where an uninterrupted run would.
@@ -43,6 +45,7 @@ from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.feed import device_feed, gather_batches
 from trainer.common.inputs import check_input
 from trainer.common.metrics import MetricsRecorder
+from trainer.common.stream import TrainStream, add_stream_args, job_peak_flops
 from trainer.llama import neuron
 from trainer.llama.data import load_blocks, read_index
 from trainer.llama.hf_checkpoint import HFCheckpoint
@@ -97,6 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="dense BF16 peak of all the job's instances, for MFU (the DAG passes the catalog's)",
     )
     p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
+    add_stream_args(p)
     args = p.parse_args(argv)
     for name in ("max_steps", "batch_size", "log_every", "tensor_parallel_size"):
         if getattr(args, name) < 1:
@@ -292,6 +296,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
     per_token = flops_per_token(config, seq_len)
     tokens_per_step = args.batch_size * seq_len * data_world
+    live = TrainStream(args.output_uri, enabled=dist.is_main and not args.compile_only, total_steps=args.max_steps,
+                       start_step=step, items_per_step=tokens_per_step, unit="tokens", flops_per_item=per_token,
+                       peak_flops=job_peak_flops(runtime.name, dist.world_size), every_s=args.stream_every_s,
+                       progress_every_s=args.progress_every_s)  # fmt: skip
     window_tokens, window_start, train_seconds, trained_tokens = 0, time.perf_counter(), 0.0, 0
     last_loss = float("nan")
 
@@ -322,6 +330,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 mfu=round(achieved_tflops / args.peak_tflops, 8) if args.peak_tflops else None,
                 xla_compilations=runtime.compilations(),
             )
+            live.train(step=at, epoch=epoch, loss=last_loss, lr=scheduler.get_last_lr()[0],
+                       xla_graphs=runtime.compilations())  # fmt: skip
             if dist.is_main and args.output_uri:
                 lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in recorder.history)
                 uris.write_bytes(uris.join(args.output_uri, "metrics.jsonl"), lines.encode())
@@ -375,6 +385,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         2 if args.compile_only else args.eval_batches,
         autocast,
     )
+    live.eval(step=step, loss=eval_loss)
+    live.close()
     cache = runtime.cache_counts()
     tokens_per_s = trained_tokens / train_seconds if train_seconds else 0.0
     summary: dict[str, Any] = {

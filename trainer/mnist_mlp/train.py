@@ -24,6 +24,7 @@ from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.feed import device_feed, gather_batches
 from trainer.common.metrics import MetricsRecorder
+from trainer.common.stream import TrainStream, add_stream_args, job_peak_flops
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
 
@@ -45,6 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-batch-size", type=int, default=128)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
     p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
+    add_stream_args(p)
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "eval_batch_size", "log_every"):
         if getattr(args, name) < 1:
@@ -99,6 +101,12 @@ def shard_indices(n: int, epoch: int, seed: int, dist: Distributed, batch_size: 
     return mine.reshape(steps, batch_size)
 
 
+def total_steps(samples: int, args: argparse.Namespace, world_size: int) -> int:
+    """Steps of the whole run: full batches per epoch x epochs, capped by ``--max-steps``."""
+    total = samples // (world_size * args.batch_size) * args.epochs
+    return min(total, args.max_steps) if args.max_steps else total
+
+
 def train(args: argparse.Namespace) -> dict[str, object]:
     runtime = init_runtime(args.compile_cache_uri)
     dist = init_distributed(runtime)
@@ -122,7 +130,19 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         start_epoch, step = state["epoch"] + 1, state["step"]
 
     recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
+    live = TrainStream(args.output_uri, enabled=dist.is_main and not args.compile_only,
+                       total_steps=total_steps(len(targets), args, dist.world_size), start_step=step,
+                       items_per_step=args.batch_size * dist.world_size, unit="samples",
+                       flops_per_item=6.0 * sum(p.numel() for p in params),  # forward + backward per sample
+                       peak_flops=job_peak_flops(runtime.name, dist.world_size), every_s=args.stream_every_s,
+                       progress_every_s=args.progress_every_s)  # fmt: skip
     first_step, train_seconds = step, 0.0
+
+    def report(logged: tuple[int, torch.Tensor], epoch: int) -> None:
+        loss = round(float(runtime.to_cpu(logged[1])), 5)
+        recorder.record(step=logged[0], epoch=epoch, loss=loss)
+        live.train(step=logged[0], epoch=epoch, loss=loss, lr=args.lr, xla_graphs=runtime.compilations())
+
     activity = dict.fromkeys(runtime.activity(), 0)
     done = False
     for epoch in range(start_epoch, args.epochs):
@@ -134,7 +154,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         with device_feed(batches, runtime) as feed:
             for x, y in feed:
                 if logged is not None:  # read after the graph that computed it ran: a transfer, no new graph
-                    recorder.record(step=logged[0], epoch=epoch, loss=round(float(runtime.to_cpu(logged[1])), 5))
+                    report(logged, epoch)
                     logged = None
                 optimizer.zero_grad()
                 loss = F.nll_loss(model(x), y)
@@ -149,7 +169,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
                     break
         runtime.step()  # the epoch's last step, when the feed did not run out (a no-op otherwise)
         if logged is not None:
-            recorder.record(step=logged[0], epoch=epoch, loss=round(float(runtime.to_cpu(logged[1])), 5))
+            report(logged, epoch)
         train_seconds += time.perf_counter() - t0
         for key, value in runtime.activity().items():
             activity[key] += value - before[key]
@@ -167,6 +187,8 @@ def train(args: argparse.Namespace) -> dict[str, object]:
 
     samples = (step - first_step) * args.batch_size * dist.world_size
     accuracy = evaluate(model, test_x, test_y, runtime, args.eval_batch_size, max_batches=2 if args.compile_only else 0)
+    live.eval(step=step, accuracy=accuracy)
+    live.close()
     cache = runtime.cache_counts()
     summary: dict[str, object] = {
         "runtime": runtime.name,

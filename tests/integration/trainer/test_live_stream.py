@@ -1,0 +1,102 @@
+"""A local run of the Llama pretrain trainer writes its live stream while it runs and logs progress lines.
+
+The job runs through local compute (the container's launcher, torchrun with 2 ranks, the node monitor), so
+this is what a task of ``trainium_llama_pretrain`` sees. The test polls the stream folder while the job runs
+and proves a chunk was there before the job ended: chunks are read first, then the job is found still running;
+the records read then end before the last step, so they were flushed while training went on.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.local import LocalBackend
+from airflow_provider_trainium.neuron.spec import JobSpec
+from trainer.common import stream
+from trainer.llama.data import prepare
+
+STEPS = 30
+PROGRESS = re.compile(
+    r"^\[node 0 rank 0\] .*progress step (\d+)/30 \(\d+%\) loss [\d.]+ \| [\d.]+k? tokens/s \| ETA \d+[smh]"
+    r".* \| cost so far \$0\.00 \(est\. \$\d+\.\d\d on the instance layout\)$"
+)
+
+
+@pytest.fixture(scope="module")
+def data_uri(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("llama-data")
+    prepare(str(root / "data"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
+            train_new_tokenizer=True)  # fmt: skip
+    return str(root / "data")
+
+
+@pytest.mark.slow
+def test_the_stream_is_readable_mid_run_and_the_task_log_shows_progress_with_eta(tmp_path: Path, data_uri) -> None:
+    out = (tmp_path / "out").as_uri()
+    spec = JobSpec(
+        name="llama",
+        entry_point="trainer.llama.train",
+        args=(
+            "--data-uri",
+            data_uri,
+            "--preset",
+            "tiny",
+            "--max-steps",
+            str(STEPS),
+            "--log-every",
+            "1",
+            "--stream-every-s",
+            "0",
+            "--progress-every-s",
+            "0",
+        ),
+        env={
+            "TRAINIUM_RUNTIME": "eager",
+            "TRAINIUM_COST_PER_HOUR_USD": "1.34",
+            "TRAINIUM_COST_IS_ESTIMATE": "1",
+            "TRAINIUM_MONITOR_EVERY_S": "0.5",
+            "TRAINIUM_STREAM_EVERY_S": "0",
+        },
+        processes_per_node=2,
+        output_uri=out,
+    )
+    backend = LocalBackend(tmp_path / "state")
+    handle = backend.submit(spec, "live", {})
+    seen_while_running: list[dict] = []
+    while True:  # poll until a chunk is there or the job has ended; the interval is no assertion
+        records = stream.read_records(out, "train")
+        running = backend.status(handle).state is JobState.RUNNING
+        if records and running:
+            seen_while_running = records
+            break
+        if not running:
+            break
+        time.sleep(0.2)
+    lines: list[str] = []
+    status = backend.wait(handle, lines.append, 600)
+    assert status.state is JobState.SUCCEEDED, "\n".join(lines[-30:])
+    assert seen_while_running, "no chunk of the stream existed while the job ran"
+    assert seen_while_running[0]["kind"] == "train" and seen_while_running[0]["total_steps"] == STEPS
+    assert seen_while_running[-1]["step"] < STEPS  # read while training went on, not only after its last flush
+
+    final = stream.read_records(out, "train")
+    train = [r for r in final if r["kind"] == "train"]
+    assert [r["step"] for r in train] == list(range(1, STEPS + 1))
+    assert all(r["tokens_per_s"] > 0 and r["mfu"] is None and r["xla_graphs"] == 0 for r in train[1:]), train  # eager
+    assert final[-1]["kind"] == "eval" and final[-1]["loss"] > 0
+    chunk_names = [c.rsplit("/", 1)[-1] for c in stream.chunks(out, "train")]
+    assert chunk_names[0] == "000000.jsonl" and len(chunk_names) >= 2
+
+    progress = [m for m in map(PROGRESS.match, lines) if m]
+    assert progress, "no progress line in the task log:\n" + "\n".join(lines[-30:])
+    assert int(progress[-1].group(1)) == STEPS
+    assert not [line for line in lines if " rank 1]" in line]  # the main rank only
+    assert not [line for line in lines if " ERROR " in line]
+
+    host = stream.read_records(out, stream.monitor_source(0), kinds=["host"])
+    assert host and all(r["node"] == 0 and r["mem_total_bytes"] > r["mem_used_bytes"] > 0 for r in host)
