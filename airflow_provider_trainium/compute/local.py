@@ -307,7 +307,8 @@ class LocalBackend(ComputeBackend):
         state = self._read_state(job_name)
         if not state.get("job_id"):
             return None
-        handle = JobHandle(self.name, str(state["job_id"]), job_name, {"spec_hash": state.get("spec_hash")})
+        details = {"spec_hash": state.get("spec_hash"), "started_at": state.get("started_at")}
+        handle = JobHandle(self.name, str(state["job_id"]), job_name, details)
         if state.get("state") == JobState.SUCCEEDED.value:
             return handle
         if state.get("state") == JobState.RUNNING.value:
@@ -320,7 +321,9 @@ class LocalBackend(ComputeBackend):
         self._kill_orphans(job_name)
         requested_hash = spec.content_hash()  # what the operator asked for, before this machine's caps
         spec = self.local_spec(spec)
-        handle = JobHandle(self.name, f"{job_name}-{uuid.uuid4().hex[:8]}", job_name, {"spec_hash": requested_hash})
+        started_at = time.time()  # the local run's cost estimate counts from here (the supervisor survives us)
+        details = {"spec_hash": requested_hash, "started_at": started_at}
+        handle = JobHandle(self.name, f"{job_name}-{uuid.uuid4().hex[:8]}", job_name, details)
         port = free_port()
         job_dir = self.state_dir / "jobs" / handle.job_id
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -348,6 +351,7 @@ class LocalBackend(ComputeBackend):
                 "state": JobState.RUNNING.value,
                 "job_id": handle.job_id,
                 "spec_hash": requested_hash,
+                "started_at": started_at,
                 "processes_per_node": spec.nproc_per_node,
                 "nodes": [n.to_state() for n in nodes],
                 "pids": [n.pid for n in nodes],

@@ -9,6 +9,7 @@ can do (``defers``, ``runs_image``, ``check``, its job environment), and leaves 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         ``<artifact_root>/runs/<dag_id>/<run>/<task_id>``. Returned as the task's XCom value.
     :param local_max_processes_per_node: on local compute each process stands in for a NeuronCore; this
         caps them so a trn1.32xlarge spec does not start 32 processes on a laptop.
+    :param max_cost_usd: the run's budget. A job whose worst case (nodes x hourly price x the job's timeout)
+        exceeds it is refused before anything starts; a running job whose accrued cost passes it is stopped
+        (its checkpoints are kept, so a retry with a higher budget resumes). None: no budget.
+    :param allow_over_budget_estimate: start a job whose worst case exceeds ``max_cost_usd`` anyway; the
+        mid-run stop still applies.
     """
 
     template_fields: Sequence[str] = (
@@ -91,6 +97,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         "output_uri",
         "checkpoint_uri",
         "compile_cache_uri",
+        "max_cost_usd",
     )
     ui_color = "#ff9900"
     #: Every backend's links; each reads the one link record (``links.record``) and shows only for its own jobs.
@@ -117,6 +124,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         trainium_conn_id: str = DEFAULT_CONN_ID,
         deferrable: bool = True,
         local_max_processes_per_node: int = 2,
+        max_cost_usd: float | str | None = None,
+        allow_over_budget_estimate: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -137,6 +146,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.trainium_conn_id = trainium_conn_id
         self.deferrable = deferrable
         self.local_max_processes_per_node = local_max_processes_per_node
+        self.max_cost_usd = max_cost_usd
+        self.allow_over_budget_estimate = allow_over_budget_estimate
         self._config: TrainiumConfig | None = None
         self._node_count: int | None = None
         self._prepared: PreparedJob | None = None
@@ -202,7 +213,35 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             output_uri=self.output_uri or prefix,
             wrapper=self.wrapper(backend),
         )
-        return spec.validate()
+        from airflow_provider_trainium.compute.cost import cost_environment
+
+        # set last: the job's own env never overrides the rate its progress line and budget stop use
+        cost_env = cost_environment(spec, backend.name, self.prices())
+        return dataclasses.replace(spec, env={**spec.env, **cost_env, **self.peak_flops_env(spec)}).validate()
+
+    @staticmethod
+    def peak_flops_env(spec: JobSpec) -> dict[str, str]:
+        """``TRAINIUM_PEAK_FLOPS``: one NeuronCore's dense BF16 peak, the denominator of the trainer's MFU."""
+        from airflow_provider_trainium.neuron.catalog import get_instance_type
+
+        instance = get_instance_type(spec.instance_type)
+        per_core = instance.peak_bf16_tflops * 1e12 / instance.neuron_cores
+        return {"TRAINIUM_PEAK_FLOPS": f"{per_core:.6g}"}
+
+    def prices(self) -> dict[str, Any]:
+        """The price table: the built-in one with the ``trainium`` connection's overrides."""
+        from airflow_provider_trainium.neuron.pricing import prices_for
+
+        return prices_for(self.config())
+
+    def budget(self) -> float | None:
+        """``max_cost_usd`` (templated: it may arrive as a string) as a number, or None for no budget."""
+        if self.max_cost_usd in (None, "", "None"):
+            return None
+        try:
+            return float(self.max_cost_usd)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"max_cost_usd must be a number of USD, got {self.max_cost_usd!r}") from None
 
     def _nodes(self) -> int:
         """``nodes`` (templated: it may arrive as a string) as an int, converted once per try."""
@@ -248,9 +287,26 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         """The backend's own checks (storage, queue, layout), before any API call."""
         backend.check(prepared.spec)
 
+    def check_budget(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
+        """The worst case (every node billed until the job's own timeout stops it) must fit ``max_cost_usd``."""
+        from airflow_provider_trainium.neuron.budget import check_budget
+
+        spec = prepared.spec
+        check = check_budget(
+            spec.nodes, spec.instance_type, float(spec.timeout_seconds), self.budget(),
+            self.allow_over_budget_estimate, self.prices(),
+        )  # fmt: skip
+        if check.max_cost_usd is not None:
+            self.log.info(
+                "budget $%.2f; worst case $%.2f (%d x %s at $%.2f/h for %.4gh)%s",
+                check.max_cost_usd, check.worst_case_usd or 0.0, spec.nodes, spec.instance_type,
+                check.hourly_usd / spec.nodes, (check.timeout_s or 0) / 3600,
+                "" if check.within else ": over budget, started anyway (allow_over_budget_estimate)",
+            )  # fmt: skip
+
     def pre_submit_checks(self) -> list[PreSubmitCheck]:
         """Every check of the prepared job that runs before find-or-submit; a subclass appends its own."""
-        return [self.check_trusted_image, self.check_on_backend]
+        return [self.check_budget, self.check_trusted_image, self.check_on_backend]
 
     def prepare(self, context: Context) -> PreparedJob:
         """Backend, validated spec, job name and tags, once per try; bad input fails here, before anything starts."""
@@ -381,9 +437,35 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.remember(context, handle, event.get("log_streams"))  # pre_execute reset the link record
         return self.finish(context, job.spec, handle, JobStatus.from_event(event))
 
+    def record_cost(self, context: Context, spec: JobSpec, handle: JobHandle) -> dict[str, Any] | None:
+        """Push what the job cost (``trainium_cost``): from the service's own start and stop times on AWS, 0
+        plus the estimate for the instance layout on local compute. A cost that cannot be read never fails
+        the task."""
+        from airflow_provider_trainium.compute.cost import job_cost
+
+        backend = self.backend_for(self.prepare(context).compute)
+        try:
+            started = handle.details.get("started_at")
+            record = job_cost(
+                backend, handle, spec, prices=self.prices(),
+                started_at=float(started) if started is not None else None,
+                stopped_at=time.time(),
+            )  # fmt: skip
+        except Exception as err:  # noqa: BLE001 - the bill is information; the job's result stands
+            self.log.warning("the cost of job %s could not be read: %s", handle.job_id, err)
+            return None
+        context["ti"].xcom_push(key="trainium_cost", value=record)
+        estimate = f" (est. ${record['estimate_usd']:.2f} as {spec.nodes} x {spec.instance_type})"
+        self.log.info(
+            "cost: $%.2f%s, %.0fs, prices of %s",
+            record["usd"], estimate if record["is_estimate"] else "", record["wall_s"], record["price_date"],
+        )  # fmt: skip
+        return record
+
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
         from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
+        self.record_cost(context, spec, handle)
         if status.state is JobState.SUCCEEDED:
             return self.on_success(context, spec, handle)
         tail = "\n".join(status.log_tail[-30:])
