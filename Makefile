@@ -43,7 +43,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 # Regenerate the locks after changing dependencies in pyproject.toml, docker/requirements.in or
-# docker/neuron-versions.toml (tests/image/test_pins.py fails until they agree). Every pin carries its hashes.
+# docker/neuron-versions.toml (tests/unit/image/test_pins.py fails until they agree). Every pin carries its hashes.
 UV ?= $(shell command -v uv 2>/dev/null || echo $(BIN)/uv)
 UV_COMPILE = $(UV) pip compile --no-python-downloads --no-header --generate-hashes --python-platform x86_64-manylinux_2_28
 lock:
