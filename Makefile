@@ -11,7 +11,7 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test lint lock venv airflow-home clean bench-parse bench-mnist bench-batch bench-llama
+.PHONY: demo test test-fast lint lock venv airflow-home clean bench-parse bench-mnist bench-batch bench-llama
 
 venv: $(VENV)/.installed
 
@@ -38,12 +38,17 @@ test: airflow-home
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The loop while editing: tests/unit only (no server, no dag.test(), no training subprocess).
+test-fast: airflow-home
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 # Regenerate the locks after changing dependencies in pyproject.toml, docker/requirements.in or
-# docker/neuron-versions.toml (tests/image/test_pins.py fails until they agree). Every pin carries its hashes.
+# docker/neuron-versions.toml (tests/integration/image/test_pins.py fails until they agree).
+# Every pin carries its hashes.
 UV ?= $(shell command -v uv 2>/dev/null || echo $(BIN)/uv)
 UV_COMPILE = $(UV) pip compile --no-python-downloads --no-header --generate-hashes --python-platform x86_64-manylinux_2_28
 lock:

@@ -10,7 +10,7 @@ need docker-registry docker-registry
 # The `make airflow` deployment and its tests: a PostgreSQL server, and a browser for the UI tests.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || packages+=(postgresql)
 need chromium chromium
-# The real-image test: a Debian root file system as the stand-in base (tests/image/test_real_image.py).
+# The real-image test: a Debian root file system as the stand-in base (tests/integration/image/test_real_image.py).
 need debootstrap debootstrap
 if ((${#packages[@]})); then
   export DEBIAN_FRONTEND=noninteractive

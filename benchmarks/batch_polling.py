@@ -67,7 +67,7 @@ def setup_jobs(count: int) -> list[str]:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
     from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
-    from tests.batch import moto_batch
+    from tests.integration.batch import moto_batch
 
     batch = TrainiumBatchHook(aws_conn_id=CONN_ID, region_name=REGION).client
     iam = AwsBaseHook(aws_conn_id=CONN_ID, client_type="iam").conn

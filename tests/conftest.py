@@ -6,6 +6,7 @@ import json
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,21 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 MOTO_REGION = "us-east-1"
+
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+#: Top-level test folders whose tests get the marker of the same name, so ``-m "not integration"`` works
+#: whichever paths are given.
+_FOLDER_MARKERS = ("integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by its folder: tests/integration (moto server, dag.test(), training subprocesses,
+    buildah, linters) and tests/e2e (a real deployment); tests/unit stays unmarked."""
+    for item in items:
+        rel = os.path.relpath(str(item.path), _TESTS)
+        folder = rel.split(os.sep, 1)[0]
+        if folder in _FOLDER_MARKERS:
+            item.add_marker(getattr(pytest.mark, folder))
 
 
 def free_port() -> int:
@@ -71,3 +87,15 @@ def aws_conn_id(moto_reset: str, monkeypatch: pytest.MonkeyPatch) -> str:
 def set_trainium_connection(monkeypatch: pytest.MonkeyPatch, **extra: object) -> None:
     """Define ``trainium_default`` through the environment, as a deployment would."""
     monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", json.dumps({"conn_type": "trainium", "extra": extra}))
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Create ``files`` (relative path -> content) under ``root``."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root

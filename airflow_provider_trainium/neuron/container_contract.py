@@ -5,7 +5,7 @@ CMD. ECS (RunTask ``containerOverrides.command``) and AWS Batch (``containerOver
 the launcher's arguments: both APIs' ``command`` is Docker's CMD, which Docker appends to an exec-form
 ENTRYPOINT. The launcher then builds the torchrun command from those arguments and the node's environment
 (the ``AWS_BATCH_JOB_*`` variables on Batch). Local compute runs the same argv with the same environment,
-so every local job exercises what the container runs. ``tests/image/test_container_contract.py`` derives
+so every local job exercises what the container runs. ``tests/unit/neuron/test_container_contract.py`` derives
 ENTRYPOINT and CMD from ``docker/Dockerfile`` and fails when they disagree with this module.
 
 Why the launcher is the ENTRYPOINT rather than a full command per job: a rendezvous on Batch can only be

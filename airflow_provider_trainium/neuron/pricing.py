@@ -18,12 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from airflow_provider_trainium.neuron.catalog import CATALOG
-
-if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 PRICES_FILE_ENV = "TRAINIUM_PRICES_FILE"
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -156,6 +153,13 @@ def price_of(instance_type: str, prices: Mapping[str, Price] | None = None) -> P
         raise PriceError(f"no price for instance type {instance_type!r}; priced: {', '.join(sorted(table))}") from None
 
 
-def prices_for(config: TrainiumConfig) -> dict[str, Price]:
+class PriceSettings(Protocol):
+    """Where a connection keeps its overrides (``TrainiumConfig`` has both): neuron/ never imports hooks/."""
+
+    prices: Any
+    prices_file: str | None
+
+
+def prices_for(config: PriceSettings) -> dict[str, Price]:
     """The table a job of this connection is priced with (its ``prices`` and ``prices_file`` applied)."""
     return load_prices(config.prices, config.prices_file)

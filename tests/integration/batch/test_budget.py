@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from tests.batch.conftest import IMAGE
+from tests.integration.batch.conftest import IMAGE
 
 DAG_FILE = """
 import datetime as dt

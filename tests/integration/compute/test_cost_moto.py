@@ -15,10 +15,10 @@ from airflow_provider_trainium.compute.ecs import EcsBackend
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.pricing import PRICES, parse_prices
 from airflow_provider_trainium.neuron.spec import JobSpec
-from tests.batch import moto_batch
-from tests.batch.conftest import IMAGE as BATCH_IMAGE
-from tests.ecs.conftest import IMAGE as ECS_IMAGE
-from tests.ecs.conftest import MOTO_REGION
+from tests.integration.batch import moto_batch
+from tests.integration.batch.conftest import IMAGE as BATCH_IMAGE
+from tests.integration.ecs.conftest import IMAGE as ECS_IMAGE
+from tests.integration.ecs.conftest import MOTO_REGION
 
 TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "airflow:map_index": "-1"}
 

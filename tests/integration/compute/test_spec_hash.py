@@ -6,9 +6,9 @@ from airflow_provider_trainium.compute.attach import find_or_submit
 from airflow_provider_trainium.compute.base import SPEC_HASH_TAG, JobState
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.spec import JobSpec
-from tests.batch import moto_batch
-from tests.batch.conftest import IMAGE as BATCH_IMAGE
-from tests.ecs.conftest import IMAGE as ECS_IMAGE
+from tests.integration.batch import moto_batch
+from tests.integration.batch.conftest import IMAGE as BATCH_IMAGE
+from tests.integration.ecs.conftest import IMAGE as ECS_IMAGE
 
 NAME, TAGS = job_name("d", "t", "manual__1"), job_tags("d", "t", "manual__1")
 

@@ -1,0 +1,120 @@
+"""What Batch would accept but never run, refused before SubmitJob: multi-node on Spot, files on this host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_provider_trainium.compute.batch import BatchInputError
+from airflow_provider_trainium.neuron.spec import JobSpec
+from tests.integration.batch.conftest import IMAGE, CallCounter
+
+TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "airflow:map_index": "-1"}
+
+
+def spec(nodes: int, **changes: Any) -> JobSpec:
+    values: dict[str, Any] = {
+        "name": "train",
+        "entry_point": "trainer.allreduce",
+        "instance_type": "trn1.32xlarge",
+        "nodes": nodes,
+        "image": IMAGE,
+        "output_uri": "s3://bucket/runs/1",
+        "timeout_seconds": 3600,
+    }
+    values.update(changes)
+    return JobSpec(**values).validate()
+
+
+def managed_queue(batch_env: Any, aws_conn_id: str, name: str, resource_type: str) -> str:
+    """A managed compute environment of ``resource_type`` (EC2 or SPOT) and a queue on it, as the stack makes."""
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    ec2 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="ec2").conn
+    iam = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="iam").conn
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.0.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName=name, Description="nodes", VpcId=vpc)["GroupId"]
+    role = iam.create_role(RoleName=f"{name}-instance", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    profile = iam.create_instance_profile(InstanceProfileName=f"{name}-instance")["InstanceProfile"]["Arn"]
+    iam.add_role_to_instance_profile(InstanceProfileName=f"{name}-instance", RoleName=f"{name}-instance")
+    resources: dict[str, Any] = {
+        "type": resource_type,
+        "minvCpus": 0,
+        "maxvCpus": 512,
+        "instanceTypes": ["trn1.32xlarge"],
+        "subnets": [subnet],
+        "securityGroupIds": [group],
+        "instanceRole": profile,
+    }
+    if resource_type == "SPOT":
+        resources["bidPercentage"] = 100
+        resources["spotIamFleetRole"] = role
+    service = iam.create_role(RoleName=f"{name}-service", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    env = batch_env.batch.create_compute_environment(
+        computeEnvironmentName=f"{name}-env",
+        type="MANAGED",
+        state="ENABLED",
+        computeResources=resources,
+        serviceRole=service,
+    )
+    batch_env.batch.create_job_queue(
+        jobQueueName=name,
+        state="ENABLED",
+        priority=1,
+        computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}],
+    )
+    return name
+
+
+def backend_on(batch_env: Any, queue: str, **config: Any) -> tuple[Any, CallCounter]:
+    backend = batch_env.backend()
+    fields = {**backend.config.__dict__, "batch_job_queues": {"trn1.32xlarge": queue}, **config}
+    backend.config = backend.config.__class__(**fields)
+    return backend, CallCounter().attach(backend.hook.client)
+
+
+def test_multi_node_job_is_refused_on_a_spot_queue_before_submitting(batch_env, aws_conn_id):
+    queue = managed_queue(batch_env, aws_conn_id, "trn-spot", "SPOT")
+    backend, counter = backend_on(batch_env, queue)
+    with pytest.raises(BatchInputError, match="does not run multi-node parallel jobs on Spot") as refused:
+        backend.submit(spec(nodes=2), "job-a", TAGS)
+    assert "trn-spot-env" in str(refused.value) and "2-node trn1.32xlarge" in str(refused.value)
+    assert counter["SubmitJob"] == 0 and counter["RegisterJobDefinition"] == 0
+    assert counter["DescribeJobQueues"] == 1 and counter["DescribeComputeEnvironments"] == 1
+
+
+def test_single_node_job_may_use_spot_and_multi_node_goes_to_on_demand(batch_env, aws_conn_id):
+    spot = managed_queue(batch_env, aws_conn_id, "trn-spot", "SPOT")
+    backend, counter = backend_on(batch_env, spot)
+    backend.submit(spec(nodes=1), "job-single", TAGS)
+    assert counter["SubmitJob"] == 1 and counter["DescribeComputeEnvironments"] == 0
+    on_demand = managed_queue(batch_env, aws_conn_id, "trn-ondemand", "EC2")
+    backend, counter = backend_on(batch_env, on_demand)
+    backend.submit(spec(nodes=2), "job-multi", TAGS)
+    assert counter["SubmitJob"] == 1
+
+
+def test_a_queue_batch_does_not_know_is_named(batch_env):
+    backend, counter = backend_on(batch_env, "no-such-queue")
+    with pytest.raises(BatchInputError, match="AWS Batch has no job queue 'no-such-queue'"):
+        backend.submit(spec(nodes=2), "job-a", TAGS)
+    assert counter["SubmitJob"] == 0
+
+
+UNREACHABLE = [
+    ({"artifact_root": "file:///srv/airflow/trainium"}, {}, "artifact_root (trainium connection) 'file:///srv"),
+    ({}, {"output_uri": "file:///home/airflow/runs/1"}, "output_uri 'file:///home/airflow/runs/1'"),
+    ({}, {"checkpoint_uri": "file:///tmp/ckpt"}, "checkpoint_uri 'file:///tmp/ckpt'"),
+    ({}, {"env": {"TRAINIUM_COMPILE_CACHE_URI": "/var/cache"}}, "env TRAINIUM_COMPILE_CACHE_URI '/var/cache'"),
+]
+
+
+def test_a_location_the_nodes_cannot_reach_fails_before_any_call(batch_env):
+    for config, changes, named in UNREACHABLE:
+        backend, counter = backend_on(batch_env, batch_env.queue, **config)
+        with pytest.raises(BatchInputError, match="is not an s3:// URI") as refused:
+            backend.submit(spec(nodes=2, **changes), "job-a", TAGS)
+        assert named in str(refused.value) and "compute='batch' runs the job on AWS" in str(refused.value)
+        assert counter.calls == {}

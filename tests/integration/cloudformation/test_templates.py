@@ -1,0 +1,122 @@
+"""What the templates promise, read from the templates themselves: EFA wiring per instance type matches the
+catalog, nothing is reachable from the internet, every disk is encrypted, and the outputs cover the
+trainium connection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_provider_trainium.neuron.catalog import CATALOG
+from airflow_provider_trainium.stack import NOT_FROM_STACK, OUTPUT_FIELDS
+from tests.integration.cloudformation.conftest import TEMPLATES
+
+BATCH_TYPES = {"Trn1": "trn1.32xlarge", "Trn1n": "trn1n.32xlarge", "Trn2": "trn2.48xlarge"}
+
+
+def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {name: res for name, res in template["Resources"].items() if res["Type"] == kind}
+
+
+@pytest.mark.parametrize(("prefix", "instance_type"), sorted(BATCH_TYPES.items()))
+def test_batch_launch_template_has_one_efa_interface_per_network_card(
+    templates: dict[str, Any], prefix: str, instance_type: str
+) -> None:
+    batch = templates["batch"]
+    data = batch["Resources"][f"{prefix}LaunchTemplate"]["Properties"]["LaunchTemplateData"]
+    interfaces = data["NetworkInterfaces"]
+    assert len(interfaces) == CATALOG[instance_type].efa_interfaces
+    assert [i["NetworkCardIndex"] for i in interfaces] == list(range(len(interfaces)))
+    assert {i["InterfaceType"] for i in interfaces} == {"efa"}
+    assert [i["DeviceIndex"] for i in interfaces] == [0] + [1] * (len(interfaces) - 1)
+    compute = batch["Resources"][f"{prefix}ComputeEnvironment"]["Properties"]["ComputeResources"]
+    assert compute["InstanceTypes"] == [instance_type]
+    assert compute["PlacementGroup"] == {"Ref": f"{prefix}PlacementGroup"}
+    assert batch["Resources"][f"{prefix}PlacementGroup"]["Properties"]["Strategy"] == "cluster"
+    # Multi-node task ENIs take the compute environment's groups (the VPC default otherwise): the EFA group.
+    node_group = {"Fn::ImportValue": {"Fn::Sub": "${BaseStackName}-SecurityGroups"}}
+    assert compute["SecurityGroupIds"] == [node_group]
+    assert all(i["Groups"] == [node_group] for i in interfaces)
+    per_node = CATALOG[instance_type].vcpus
+    for nodes, row in batch["Mappings"]["MaxvCpus"].items():
+        assert row[prefix] == int(nodes) * per_node
+
+
+def test_instance_types_offered_are_trainium_ones(templates: dict[str, Any]) -> None:
+    ecs_types = templates["ecs"]["Parameters"]["InstanceType"]["AllowedValues"]
+    assert set(ecs_types) <= set(CATALOG)
+    batch = resources(templates["batch"], "AWS::Batch::ComputeEnvironment").values()
+    batch_types = {t for ce in batch for t in ce["Properties"]["ComputeResources"]["InstanceTypes"]}
+    assert batch_types == {name for name, it in CATALOG.items() if it.multi_node}
+
+
+@pytest.mark.parametrize("name", ["ecs", "batch"])
+def test_instances_require_imdsv2_and_encrypt_their_disks(templates: dict[str, Any], name: str) -> None:
+    launch_templates = resources(templates[name], "AWS::EC2::LaunchTemplate")
+    assert launch_templates
+    for data in (lt["Properties"]["LaunchTemplateData"] for lt in launch_templates.values()):
+        assert data["MetadataOptions"]["HttpTokens"] == "required"
+        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+        for mapping in data["BlockDeviceMappings"]:
+            assert mapping["Ebs"]["Encrypted"] is True
+            assert mapping["Ebs"]["VolumeType"] == "gp3"
+
+
+def test_no_inbound_rule_opens_the_nodes_to_any_address(templates: dict[str, Any]) -> None:
+    base = templates["base"]
+    for group in resources(base, "AWS::EC2::SecurityGroup").values():
+        assert "SecurityGroupIngress" not in group["Properties"]
+    ingress = list(resources(base, "AWS::EC2::SecurityGroupIngress").values())
+    assert ingress
+    for rule in ingress:
+        props = rule["Properties"]
+        assert "CidrIp" not in props and "CidrIpv6" not in props
+        assert props["SourceSecurityGroupId"] == props["GroupId"]
+
+
+def test_job_role_reaches_only_the_artifact_prefix(templates: dict[str, Any]) -> None:
+    role = templates["base"]["Resources"]["JobRole"]["Properties"]
+    statements = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
+    assert "ManagedPolicyArns" not in role
+    assert all(s["Resource"] != "*" for s in statements)
+    objects = next(s for s in statements if "s3:PutObject" in s["Action"])
+    assert all(r["Fn::Sub"].startswith("${ArtifactBucket.Arn}/${ArtifactPrefix}/") for r in objects["Resource"])
+
+
+def test_outputs_cover_every_connection_field_exactly_once(templates: dict[str, Any]) -> None:
+    provided: dict[str, str] = {}
+    for name in TEMPLATES:
+        for output in templates[name].get("Outputs", {}):
+            if output in OUTPUT_FIELDS:
+                assert output not in provided, f"{output} is an output of both {provided[output]} and {name}"
+                provided[output] = name
+    assert set(provided) == set(OUTPUT_FIELDS)
+    assert not NOT_FROM_STACK & set(OUTPUT_FIELDS.values())
+
+
+def test_bucket_and_registry_are_private_and_encrypted(templates: dict[str, Any]) -> None:
+    base = templates["base"]
+    for name, bucket in resources(base, "AWS::S3::Bucket").items():
+        props = bucket["Properties"]
+        assert set(props["PublicAccessBlockConfiguration"].values()) == {True}, name
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+        policy = next(
+            p["Properties"]["PolicyDocument"]
+            for p in resources(base, "AWS::S3::BucketPolicy").values()
+            if p["Properties"]["Bucket"] == {"Ref": name}
+        )
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            for s in policy["Statement"]
+        ), f"{name} accepts plain HTTP"
+    rules = base["Resources"]["ArtifactBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    prefixes = {r["Id"]: r.get("Prefix") for r in rules}
+    assert prefixes["expire-checkpoints"] == {"Fn::Sub": "${ArtifactPrefix}/checkpoints/"}
+    assert prefixes["expire-compile-cache"] == {"Fn::Sub": "${ArtifactPrefix}/compile-cache/"}
+    repo = base["Resources"]["Repository"]["Properties"]
+    assert repo["ImageScanningConfiguration"] == {"ScanOnPush": True}
+    assert repo["ImageTagMutability"] == "IMMUTABLE"
+    for group in resources(base, "AWS::Logs::LogGroup").values():
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+        assert "KmsKeyId" in group["Properties"]

@@ -1,0 +1,216 @@
+"""The image and the CPU test environment run the same versions, all from one sourced versions file.
+
+docker/neuron-versions.toml names every Neuron-side pin and its source. These tests fail as soon as
+requirements.lock, pyproject.toml, docker/requirements*.txt or docker/Dockerfile drift from it, or a lock
+loses its hashes, or an install step merges the Neuron repository with PyPI.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_trainium.image.dockerfile import logical_lines
+
+REPO = Path(__file__).resolve().parents[3]
+DOCKER = REPO / "docker"
+NEURON_INDEX = "https://pip.repos.neuron.amazonaws.com"
+PYPI_INDEX = "https://pypi.org/simple"
+# Dockerfile build args that record a version from the versions file in the image labels.
+VERSION_ARGS = {
+    "torch": "TORCH_VERSION",
+    "torch-xla": "TORCH_XLA_VERSION",
+    "transformers": "TRANSFORMERS_VERSION",
+    "torch-neuronx": "TORCH_NEURONX_VERSION",
+    "neuronx-cc": "NEURONX_CC_VERSION",
+    "neuronx-distributed": "NEURONX_DISTRIBUTED_VERSION",
+}
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Pin:
+    version: str
+    hashes: tuple[str, ...]
+
+
+def read_pins(path: Path) -> dict[str, Pin]:
+    """``name==version`` requirements of a pip requirements file, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", path.read_text())
+    pins: dict[str, Pin] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:\[[^\]]*\])?==(\S+)(.*)$", line)
+        if match:
+            pins[canonical(match[1])] = Pin(match[2], tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", match[3])))
+    return pins
+
+
+def requirement_names(path: Path) -> set[str]:
+    """Project names a requirements input file asks for, whatever their specifier."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return {canonical(match[0]) for line in lines if (match := re.match(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", line))}
+
+
+@pytest.fixture(scope="module")
+def versions() -> dict[str, Any]:
+    return tomllib.loads((DOCKER / "neuron-versions.toml").read_text())
+
+
+@pytest.fixture(scope="module")
+def lock() -> dict[str, Pin]:
+    return read_pins(REPO / "requirements.lock")
+
+
+@pytest.fixture(scope="module")
+def image_pins() -> dict[str, Pin]:
+    return read_pins(DOCKER / "requirements.txt")
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[tuple[str, str]]:
+    return logical_lines((DOCKER / "Dockerfile").read_text())
+
+
+def build_args(instructions: list[tuple[str, str]]) -> dict[str, str]:
+    return {rest.split("=", 1)[0]: rest.split("=", 1)[1] for ins, rest in instructions if ins == "ARG" and "=" in rest}
+
+
+def trainer_extra() -> dict[str, str]:
+    """The ``trainer`` extra of pyproject.toml: canonical name -> the specifier text after the name."""
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trainer"]
+    split = [re.match(r"([A-Za-z0-9_.\-]+)(.*)", req) for req in extra]
+    return {canonical(match[1]): match[2] for match in split if match}
+
+
+def test_every_pin_names_its_source(versions: dict[str, Any]) -> None:
+    assert versions["sdk"]["version"] and versions["sdk"]["source"]
+    assert versions["base"]["image"] and versions["base"]["tag"] and versions["base"]["source"]
+    for section in ("neuron", "base_only", "pypi"):
+        for name, entry in versions[section].items():
+            assert entry.get("version") and entry.get("source"), f"[{section}.{name}] needs a version and a source"
+            if entry.get("guess"):
+                assert entry.get("derived") or "not stated" in entry["source"] or "MANIF" in entry["source"], (
+                    f"[{section}.{name}] is a guess: say how it was derived"
+                )
+    for name, entry in versions["image_only"].items():
+        assert entry.get("reason"), f"[image_only.{name}] needs a reason"
+
+
+def test_shared_pypi_pins_are_equal_in_lock_pyproject_and_image(
+    versions: dict[str, Any], lock: dict[str, Pin], image_pins: dict[str, Pin], dockerfile: list[tuple[str, str]]
+) -> None:
+    extra = trainer_extra()
+    args = build_args(dockerfile)
+    for name, entry in versions["pypi"].items():
+        version = entry["version"]
+        assert name in lock and lock[name].version == version, (
+            f"{name}: versions file {version}, requirements.lock {lock.get(name)}"
+        )
+        assert extra.get(name) == f"=={version}", f"{name}: pyproject trainer extra has {extra.get(name)!r}"
+        if entry["image"] == "layer":
+            assert name in image_pins and image_pins[name].version == version, (
+                f"{name}: versions file {version}, docker/requirements.txt {image_pins.get(name)}"
+            )
+        else:
+            assert entry["image"] == "base", f"{name}: image must be 'base' or 'layer'"
+            assert name not in image_pins, f"{name} belongs to the base image; docker/requirements.txt must not move it"
+        if name in VERSION_ARGS:
+            assert args[VERSION_ARGS[name]] == version, f"Dockerfile ARG {VERSION_ARGS[name]} != {version}"
+
+
+def test_every_trainer_requirement_is_shared_or_declared_image_only(versions: dict[str, Any]) -> None:
+    declared = set(versions["pypi"]) | set(versions["image_only"])
+    assert not set(versions["pypi"]) & set(versions["image_only"])
+    for source, names in (
+        ("pyproject.toml [trainer]", set(trainer_extra())),
+        ("docker/requirements.in", requirement_names(DOCKER / "requirements.in")),
+    ):
+        missing = names - declared
+        assert not missing, f"{source} lists {sorted(missing)}, absent from docker/neuron-versions.toml"
+
+
+def test_neuron_pins_are_the_versions_file_and_the_labels(
+    versions: dict[str, Any], lock: dict[str, Pin], image_pins: dict[str, Pin], dockerfile: list[tuple[str, str]]
+) -> None:
+    neuron = {name: entry["version"] for name, entry in versions["neuron"].items()}
+    installed = {name: pin.version for name, pin in read_pins(DOCKER / "requirements-neuron.txt").items()}
+    assert installed == neuron
+    args = build_args(dockerfile)
+    for name, version in neuron.items():
+        assert args[VERSION_ARGS[name]] == version, f"Dockerfile ARG {VERSION_ARGS[name]} != {version}"
+        assert name not in image_pins and name not in lock, f"{name} is a Neuron name: only the Neuron index has it"
+    assert args["NEURON_SDK_VERSION"] == versions["sdk"]["version"]
+
+
+def test_base_image_is_the_versions_file_tag_and_digest(
+    versions: dict[str, Any], dockerfile: list[tuple[str, str]]
+) -> None:
+    base = versions["base"]
+    expected = f"{base['image']}:{base['tag']}"
+    if base["digest"]:
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", base["digest"]) and base["digest_source"] != "not sourced"
+        expected += f"@{base['digest']}"
+    assert build_args(dockerfile)["BASE_IMAGE"] == expected
+    assert f"sdk{versions['sdk']['version']}" in base["tag"]
+
+
+def test_each_install_step_reads_one_index(dockerfile: list[tuple[str, str]]) -> None:
+    installs = [rest for ins, rest in dockerfile if ins == "RUN" and "pip install" in rest]
+    neuron = [run for run in installs if "requirements-neuron.txt" in run]
+    pypi = [run for run in installs if "/requirements.txt" in run]
+    assert len(neuron) == 1 and len(pypi) == 1 and len(installs) == 2, installs
+    for run in installs:
+        assert "--extra-index-url" not in run and "--find-links" not in run and "--isolated" in run, run
+        assert run.count("--index-url") == 1 and "--no-deps" in run, run
+    assert f"--index-url {NEURON_INDEX}" in neuron[0]
+    assert f"--index-url {PYPI_INDEX}" in pypi[0] and "--require-hashes" in pypi[0]
+
+
+@pytest.mark.parametrize("path", ["requirements.lock", "requirements-uv.lock", "docker/requirements.txt"])
+def test_every_locked_pin_carries_a_hash(path: str) -> None:
+    pins = read_pins(REPO / path)
+    assert pins
+    unhashed = sorted(name for name, pin in pins.items() if not pin.hashes)
+    assert not unhashed, f"{path}: no --hash for {unhashed}; regenerate with `make lock`"
+
+
+def test_make_venv_enforces_the_hashes() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile[makefile.index("$(VENV)/.installed:") :].split("\n\n", 1)[0]
+    installs = [line for line in recipe.splitlines() if "install" in line and " -r " in line]
+    assert len(installs) == 2 and all("--require-hashes" in line for line in installs), installs
+
+
+# What neuronx-distributed imports from transformers, transcribed from its sources at
+# github.com/aws-neuron/neuronx-distributed commit fbac349b (Release 2.29, the newest tag there; the image's
+# 0.19.28093 ships with Neuron 2.30): pipeline/trace.py, modules/lora/{layer,model}.py, trainer/trainer.py,
+# utils/{adamw_fp32_optim_params,model_utils,sampling}.py. transformers 5 removed transformers.utils.fx.
+NXD_TRANSFORMERS_IMPORTS = [
+    ("transformers.utils.fx", "HFTracer"),
+    ("transformers.pytorch_utils", "Conv1D"),
+    ("transformers.trainer_pt_utils", "get_module_class_from_name"),
+    ("transformers.utils.versions", "require_version"),
+    ("transformers", "PreTrainedModel"),
+    ("transformers", "PretrainedConfig"),
+]
+
+
+def test_the_locked_transformers_has_every_name_neuronx_distributed_imports() -> None:
+    import importlib
+
+    missing = []
+    for module, name in NXD_TRANSFORMERS_IMPORTS:
+        try:
+            getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as error:
+            missing.append(f"{module}.{name}: {error}")
+    assert not missing, missing

@@ -1,0 +1,191 @@
+"""The real docker/Dockerfile, built with buildah over a stand-in base, runs what ECS and Batch would send.
+
+The base is a Debian root file system made here with debootstrap (python3 only), imported into buildah as
+``BASE_IMAGE``; ``INSTALL_NEURON_PACKAGES=0`` and ``INSTALL_PYPI_PACKAGES=0`` switch off the two pip layers
+(the Neuron packages, and the PyPI pins the launcher does not need; the stand-in has no pip). Every other
+instruction of the Dockerfile runs as written. The container is then started the way ECS and Batch start
+it: the image config's Entrypoint with the request's command appended (Docker's rule), the image's Env, the
+definition's environment and the request's overrides, plus the AWS_BATCH_JOB_* variables on Batch nodes;
+the launcher runs in dry-run mode and prints the torchrun command it would exec.
+
+The root file system is cached (``TRAINIUM_TEST_BASE_CACHE``, default /var/cache/trainium-test-base), so
+only the first run on a machine pays for debootstrap (about 3.5 minutes); later runs take about 30 s.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_trainium.compute import batch_definitions, ecs_definitions
+from airflow_provider_trainium.neuron.container_contract import docker_argv
+from airflow_provider_trainium.neuron.launch import batch_node_environment
+from airflow_provider_trainium.neuron.spec import JobSpec
+from tests.integration.image.conftest import require_tool
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[3]
+SUITE = "bookworm"
+PACKAGES = ("python3", "python-is-python3")
+BASE_TAG = "localhost/trainium-test-base:latest"
+IMAGE_TAG = "localhost/trainium-trainer:contract-test"
+MAIN_ADDRESS = "10.0.3.7"
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("TRAINIUM_TEST_BASE_CACHE", "/var/cache/trainium-test-base"))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        path = Path.home() / ".cache" / "trainium-test-base"
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def stand_in_rootfs() -> Path:
+    """A tar of a minimal Debian with python3, built once per machine (under a lock) and reused."""
+    mirror = os.environ.get("TRAINIUM_TEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    key = hashlib.sha256(json.dumps([SUITE, PACKAGES, mirror]).encode()).hexdigest()[:12]
+    cache = cache_dir()
+    tarball = cache / f"debian-{SUITE}-{key}.tar"
+    with (cache / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building the same base right now
+        if tarball.exists():
+            return tarball
+        if os.geteuid() != 0:
+            pytest.skip("debootstrap needs root to build the stand-in base (once per machine)")
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            root = Path(tmp, "rootfs")
+            done = subprocess.run(
+                [require_tool("debootstrap"), "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
+                 str(root), mirror],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, f"debootstrap failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            for bulk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+                shutil.rmtree(root / bulk, ignore_errors=True)
+            partial = Path(tmp, "rootfs.tar")
+            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
+            partial.replace(tarball)
+        return tarball
+
+
+class Buildah:
+    """buildah with vfs storage in a throwaway root and chroot isolation (the project's builder defaults)."""
+
+    def __init__(self, root: Path) -> None:
+        self.base = [require_tool("buildah"), "--storage-driver", "vfs", "--root", str(root / "root"),
+                     "--runroot", str(root / "run")]  # fmt: skip
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([*self.base, *args], capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            pytest.fail(f"buildah {' '.join(args[:2])} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        return done
+
+
+@pytest.fixture(scope="module")
+def built_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+    """The real Dockerfile built over the stand-in base, its config, and a working container of it."""
+    buildah = Buildah(tmp_path_factory.mktemp("buildah-real"))
+    tarball = stand_in_rootfs()
+    scratch = buildah("from", "scratch").stdout.strip()
+    buildah("add", scratch, str(tarball), "/")
+    buildah("commit", "-q", scratch, BASE_TAG)
+    buildah("rm", scratch)
+    # One layer for the whole build (no --layers): vfs copies the full file system per layer.
+    buildah("bud", "--isolation", "chroot", "--layers=false", "--format", "docker", "-f", "docker/Dockerfile",
+            "--build-arg", f"BASE_IMAGE={BASE_TAG}", "--build-arg", "INSTALL_NEURON_PACKAGES=0",
+            "--build-arg", "INSTALL_PYPI_PACKAGES=0",
+            "-t", IMAGE_TAG, str(REPO))  # fmt: skip
+    config = json.loads(buildah("inspect", "--type", "image", IMAGE_TAG).stdout)["Docker"]["config"]
+    # One container for every run: a dry run changes nothing in it, and vfs copies the image per container.
+    container = buildah("from", IMAGE_TAG).stdout.strip()
+    yield Image(buildah, config, container)
+    buildah("rm", container, check=False)
+    buildah("rmi", "-a", "-f", check=False)
+
+
+@dataclass(frozen=True)
+class Image:
+    buildah: Buildah
+    config: dict[str, Any]
+    container: str
+
+
+def run_container(image: Image, command: list[str], env: dict[str, str]) -> list[str]:
+    """Start the image as ECS/Batch would (Entrypoint + command, image Env + task env), in dry-run mode."""
+    argv = docker_argv(image.config.get("Entrypoint") or [], image.config.get("Cmd") or [], command)
+    flags = [f"--env={k}={v}" for k, v in {**env, "TRAINIUM_LAUNCH_DRY_RUN": "1"}.items()]
+    done = image.buildah("run", "--isolation", "chroot", *flags, image.container, "--", *argv, check=False)
+    assert done.returncode == 0, f"{argv} exited {done.returncode} in the image:\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def spec(nodes: int) -> JobSpec:
+    return JobSpec(name="t", entry_point="trainer.mnist_mlp.train", args=("--epochs", "1"),
+                   instance_type="trn1.32xlarge", nodes=nodes, output_uri="s3://b/runs/t", image=IMAGE_TAG)  # fmt: skip
+
+
+def names_values(items: list[dict[str, str]]) -> dict[str, str]:
+    return {item["name"]: item["value"] for item in items}
+
+
+def flags_of(command: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
+
+
+def test_the_image_config_is_the_contract(built_image: Image) -> None:
+    config = built_image.config
+    assert config["Entrypoint"] == ["python", "-m", "trainer.launch"]
+    assert not config.get("Cmd")
+    assert "PYTHONPATH=/opt/trainium" in config["Env"]
+
+
+def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
+    job = spec(1)
+    settings = ecs_definitions.EcsTaskSettings(image=IMAGE_TAG, log_group="/trainium/jobs", region_name="us-east-1")
+    (container,) = ecs_definitions.task_definition(job.instance_type, settings)["containerDefinitions"]
+    (override,) = ecs_definitions.container_overrides(job)["containerOverrides"]
+    env = {**names_values(container["environment"]), **names_values(override["environment"])}
+    torchrun = run_container(built_image, override["command"], env)
+    assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "trainer.loopback_torchrun"]
+    f = flags_of(torchrun)
+    assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "32")
+    assert (f["master_addr"], f["master_port"]) == ("127.0.0.1", "41000")
+    assert torchrun[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "1"]
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(built_image: Image, node: int) -> None:
+    job = spec(2)
+    definition = batch_definitions.build_job_definition(job, batch_definitions.BatchSettings(region_name="us-east-1"))
+    (node_range,) = definition["nodeProperties"]["nodeRangeProperties"]
+    request = batch_definitions.submit_request(job, job_name="j", job_queue="q", job_definition="d", tags={})
+    (override,) = request["nodeOverrides"]["nodePropertyOverrides"]
+    env = {
+        **names_values(node_range["container"]["environment"]),
+        **names_values(override["containerOverrides"]["environment"]),
+        **batch_node_environment(2, node, 0, MAIN_ADDRESS),
+    }
+    torchrun = run_container(built_image, override["containerOverrides"]["command"], env)
+    assert torchrun[1:3] == ["-m", "torch.distributed.run"]
+    f = flags_of(torchrun)
+    assert (f["nnodes"], f["node_rank"], f["nproc_per_node"], f["master_port"]) == ("2", str(node), "32", "41000")
+    if node == 1:
+        assert f["master_addr"] == MAIN_ADDRESS
+    else:  # Batch gives the main node no address: it rendezvous on its own, never on loopback
+        assert f["master_addr"] != MAIN_ADDRESS and not f["master_addr"].startswith("127.")
+    assert torchrun[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "1"]

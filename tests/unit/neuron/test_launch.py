@@ -1,0 +1,107 @@
+"""The container contract: what every node's container runs, and the environment it gets."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_trainium.compute import batch_definitions, ecs_definitions
+from airflow_provider_trainium.neuron.container_contract import (
+    IMAGE_ENTRYPOINT,
+    container_argv,
+    docker_argv,
+    launcher_arguments,
+)
+from airflow_provider_trainium.neuron.launch import batch_node_environment, job_environment
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def spec(**changes):
+    base = {"name": "job", "entry_point": "trainer.mnist_mlp.train", "args": ("--epochs", "2")}
+    return JobSpec(**{**base, **changes})
+
+
+def dry_run(argv: list[str], env: dict[str, str]) -> list[str]:
+    """Run the container argv (with this interpreter for ``python``) in dry-run mode; the command it would exec."""
+    run_env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "TRAINIUM_LAUNCH_DRY_RUN": "1", **env}
+    done = subprocess.run([sys.executable, *argv[1:]], env=run_env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def flags(command: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
+
+
+@pytest.mark.parametrize(("nodes", "instance"), [(1, "trn1.2xlarge"), (2, "trn1.32xlarge"), (4, "trn1n.32xlarge")])
+def test_every_node_runs_torchrun_for_its_rank(nodes, instance):
+    s = spec(instance_type=instance, nodes=nodes)
+    argv = container_argv(s)
+    assert argv[: len(IMAGE_ENTRYPOINT)] == list(IMAGE_ENTRYPOINT)
+    for rank in range(nodes):
+        env = {**job_environment(s), **batch_node_environment(nodes, rank, 0, "10.0.0.5")}
+        command = dry_run(argv, env)
+        # a one-node job rendezvous on loopback, where the store must listen on loopback only
+        assert command[1:3] == ["-m", "trainer.loopback_torchrun" if nodes == 1 else "torch.distributed.run"]
+        f = flags(command)
+        assert (f["nnodes"], f["node_rank"]) == (str(nodes), str(rank))
+        assert f["nproc_per_node"] == str(s.instance.neuron_cores)  # from the job, not a catalog copy
+        assert f["master_port"] == "41000"
+        if rank:
+            assert f["master_addr"] == "10.0.0.5"
+        assert command[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "2"]
+
+
+def test_ecs_and_batch_send_exactly_the_launcher_arguments():
+    single, multi = spec(instance_type="trn1.32xlarge"), spec(instance_type="trn1.32xlarge", nodes=2)
+    ecs = ecs_definitions.container_overrides(single)["containerOverrides"][0]["command"]
+    batch_single = batch_definitions.container_overrides(single)["command"]
+    assert ecs == batch_single == launcher_arguments(single)
+    assert batch_definitions.container_overrides(multi)["command"] == launcher_arguments(multi)
+    assert not any(word in ("python", "-m", "trainer.launch") for word in ecs)
+
+
+def test_docker_rule_appends_the_command_to_an_exec_form_entrypoint():
+    assert docker_argv(["a", "b"], ["c"], None) == ["a", "b", "c"]  # no command: the image's CMD
+    assert docker_argv(["a", "b"], ["c"], ["d", "e"]) == ["a", "b", "d", "e"]  # the command replaces CMD
+    assert docker_argv("run me", ["c"], ["d"], shell=("/bin/bash", "-c")) == ["/bin/bash", "-c", "run me"]
+
+
+def test_wrapper_and_single_process_jobs():
+    compile_spec = spec(wrapper=("neuron_parallel_compile",))
+    command = dry_run(container_argv(compile_spec), {})
+    assert command[0] == "neuron_parallel_compile" and command[2:4] == ["-m", "trainer.loopback_torchrun"]
+    single = dry_run(container_argv(spec(distributed=False)), {})
+    assert single[1:] == ["-m", "trainer.mnist_mlp.train", "--epochs", "2"]
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_batch_environment_gives_the_main_address_to_children_only(nodes):
+    for index in range(nodes):
+        env = batch_node_environment(nodes, index, 0, "10.0.0.5")
+        assert env["AWS_BATCH_JOB_NUM_NODES"] == str(nodes)
+        assert env["AWS_BATCH_JOB_NODE_INDEX"] == str(index)
+        assert env["AWS_BATCH_JOB_MAIN_NODE_INDEX"] == "0"
+        assert ("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS" in env) is (index != 0)
+
+
+def test_efa_and_collective_interface_only_for_multi_node_on_efa_instances():
+    single = job_environment(spec(instance_type="trn1.32xlarge", nodes=1))
+    assert "FI_PROVIDER" not in single and "CCOM_SOCKET_IFNAME" not in single
+    env = job_environment(spec(instance_type="trn1.32xlarge", nodes=2))
+    assert (env["FI_PROVIDER"], env["FI_EFA_USE_DEVICE_RDMA"], env["FI_EFA_FORK_SAFE"]) == ("efa", "1", "1")
+    assert env["CCOM_SOCKET_IFNAME"] == "eth0"
+
+
+def test_environment_presets_and_overrides():
+    env = job_environment(spec(workload="llm", env={"MALLOC_ARENA_MAX": "8"}, output_uri="s3://b/o"))
+    assert env["NEURON_CC_FLAGS"] == "--model-type transformer --distribution-strategy=llm-training"
+    assert env["MALLOC_ARENA_MAX"] == "8"  # the spec's own env wins
+    assert env["TRAINIUM_OUTPUT_URI"] == "s3://b/o"
+    assert "NEURON_RT_NUM_CORES" not in env  # torchrun jobs get one core per rank from torch-neuronx
+    assert "XLA_USE_BF16" not in env
+    assert job_environment(spec(distributed=False))["NEURON_RT_NUM_CORES"] == "1"

@@ -1,0 +1,59 @@
+"""The suite's layout holds: unit tests mirror the source and stay fast, the other folders carry their markers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests import conftest
+
+TESTS = Path(conftest.__file__).resolve().parent
+REPO = TESTS.parent
+UNIT = TESTS / "unit"
+#: Fixtures that make a test integration (tests/integration) rather than unit: the moto server and the worlds
+#: built on it, the image registry and buildah.
+SERVER_FIXTURES = {"aws_conn_id", "moto_server", "moto_reset", "batch_env", "ecs_world", "local_registry",
+                   "buildah_options"}  # fmt: skip
+#: Whole DAG runs.
+DAG_RUN = re.compile(r"\bdag\.test\(|\brun_dag\(")
+SIGNATURE = re.compile(r"\bdef \w+\(([^)]*)\)")
+
+
+def unit_files() -> list[Path]:
+    return sorted(UNIT.rglob("test_*.py"))
+
+
+@pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))
+def test_unit_tests_live_at_the_path_of_their_source_package(path: Path) -> None:
+    package = path.parent.relative_to(UNIT)
+    if package == Path("."):
+        return
+    candidates = (REPO / "airflow_provider_trainium" / package, REPO / package)
+    assert any(c.is_dir() for c in candidates), f"tests/unit/{package} mirrors no source package"
+
+
+@pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))
+def test_unit_tests_use_no_server_dag_run_or_build(path: Path) -> None:
+    if path == Path(__file__).resolve():
+        return
+    text = path.read_text()
+    params = {p.split(":")[0].split("=")[0].strip() for m in SIGNATURE.finditer(text) for p in m.group(1).split(",")}
+    found = sorted(params & SERVER_FIXTURES) + sorted({m.group(0) for m in DAG_RUN.finditer(text)})
+    assert not found, f"{path.relative_to(TESTS)} uses {found}: it belongs in tests/integration/<area>/"
+
+
+class _Item:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.markers: list[str] = []
+
+    def add_marker(self, mark: pytest.MarkDecorator) -> None:
+        self.markers.append(mark.name)
+
+
+def test_folders_mark_their_tests() -> None:
+    items = [_Item(TESTS / rel) for rel in ("unit/a/test_x.py", "integration/a/test_y.py", "e2e/test_z.py")]
+    conftest.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [i.markers for i in items] == [[], ["integration"], ["e2e"]]
