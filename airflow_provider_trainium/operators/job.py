@@ -217,7 +217,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
         # set last: the job's own env never overrides the rate its progress line and budget stop use
         cost_env = cost_environment(spec, backend.name, self.prices())
-        return dataclasses.replace(spec, env={**spec.env, **cost_env, **self.peak_flops_env(spec)}).validate()
+        # MFU only means something against the device the job runs on: not on a laptop's CPU
+        peak_env = self.peak_flops_env(spec) if backend.runs_image else {}
+        return dataclasses.replace(spec, env={**spec.env, **cost_env, **peak_env}).validate()
 
     @staticmethod
     def peak_flops_env(spec: JobSpec) -> dict[str, str]:
