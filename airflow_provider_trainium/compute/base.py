@@ -6,7 +6,6 @@ cancel it, and (for remote backends) hand a trigger to the triggerer while it ru
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 
 from airflow_provider_trainium.neuron.spec import JobSpec
 
+#: The one log callback of every backend: receives each line of the job's output once.
 LogSink = Callable[[str], None]
 
 
@@ -61,24 +61,10 @@ class JobStatus:
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> JobStatus:
-        """The status a trigger's terminal event carries (see the event shape in ``NeuronJobOperator``)."""
-        return cls(
-            JobState(event["state"]),
-            reason=event.get("reason", ""),
-            exit_code=event.get("exit_code"),
-            log_tail=tuple(event.get("log_tail") or ()),
-        )
+        """The status a watch loop's terminal event carries (``JobEvent.to_dict()``, any backend)."""
+        from airflow_provider_trainium.compute.events import JobEvent
 
-
-def run_trigger_in_worker(trigger: Any) -> JobStatus:
-    """Run a trigger's loop in this process up to its one event: the worker-side wait of remote backends."""
-
-    async def first_event() -> dict[str, Any]:
-        async for event in trigger.run():
-            return dict(event.payload)
-        raise RuntimeError(f"{type(trigger).__name__} ended without an event")
-
-    return JobStatus.from_event(asyncio.run(first_event()))
+        return JobEvent.from_dict(event).status()
 
 
 class JobFailedError(RuntimeError):
