@@ -1,4 +1,4 @@
-"""The ECS watch loop and its trigger shell driven in an event loop against the moto server: logs, end states, deadline, on_kill."""
+"""The ECS watch loop and its trigger shell against the moto server: logs, end states, deadline, on_kill."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.ecs import EcsBackend
-from airflow_provider_trainium.compute.naming import job_name, job_tags
-from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
+from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.compute.watch import first_event as watch_event
+from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from tests.ecs.conftest import IMAGE
 
