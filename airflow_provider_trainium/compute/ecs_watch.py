@@ -112,8 +112,8 @@ class EcsTaskWatch:
     def over_budget(self, task: dict[str, Any], now: float) -> str | None:
         if self._budget is None or task.get("lastStatus") in NOT_STARTED or task.get("lastStatus") == STOPPED:
             return None
-        # a task that reports no startedAt counts from its creation: a little more, never less
-        start = epoch(task.get("startedAt")) or epoch(task.get("createdAt"))
+        # no startedAt: count from its creation (a little more), else from when this loop began watching
+        start = epoch(task.get("startedAt")) or epoch(task.get("createdAt")) or self._watch_started
         return self._budget.exceeded(start, now)
 
     async def run(self, on_log: LogSink) -> AsyncIterator[JobEvent]:
