@@ -83,6 +83,9 @@ class BatchJobWatch:
                 state = batch_state(job)
                 self._learn_streams(job, found, logs)
                 ask_nodes = bool(nodes) and state is not JobState.PENDING and self._streams_missing(logs)
+                if nodes and state is JobState.RUNNING and self._budget is not None:
+                    # a budget needs a start time; a multi-node parent may only show it on its node jobs
+                    ask_nodes = ask_nodes or self._start(job, found) is None
                 if self.stream_logs and (state.terminal or time.monotonic() >= next_logs) and logs.streams:
                     try:
                         await logs.fetch(await poller.client("logs"))
@@ -108,14 +111,18 @@ class BatchJobWatch:
         finally:
             poller.unwatch(self.job_id)
 
+    def _start(self, job: dict[str, Any], found: dict[str, dict[str, Any]]) -> float | None:
+        """When the job started running: its own ``startedAt``, else the earliest of its node jobs'."""
+        start = started_at(job)
+        if start is None and self.num_nodes > 1:
+            starts = [s for s in (started_at(found.get(n)) for n in node_job_ids(self.job_id, self.num_nodes)) if s]
+            start = min(starts) if starts else None
+        return start
+
     def _over_budget(self, job: dict[str, Any], found: dict[str, dict[str, Any]]) -> str | None:
         if self._budget is None or batch_state(job) is not JobState.RUNNING:
             return None
-        start = started_at(job)
-        if start is None and self.num_nodes > 1:  # a multi-node parent may only show it on its nodes
-            starts = [s for s in (started_at(found.get(n)) for n in node_job_ids(self.job_id, self.num_nodes)) if s]
-            start = min(starts) if starts else None
-        return self._budget.exceeded(start, time.time())
+        return self._budget.exceeded(self._start(job, found), time.time())
 
     def _event(self, state: JobState, reason: str, code: int | None, logs: NodeLogs) -> JobEvent:
         return JobEvent(
