@@ -84,10 +84,10 @@ def setup_jobs(count: int) -> list[str]:
 
 
 def our_trigger(job_id: str, interval: float) -> Any:
-    from airflow_provider_trainium.triggers.batch import BatchJobTrigger
+    from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 
-    return BatchJobTrigger(handle={"job_id": job_id}, deadline=time.time() + 3600, aws_conn_id=CONN_ID,
-                           region_name=REGION, poll_interval=interval, stream_logs=False)  # fmt: skip
+    return TrainiumBatchJobTrigger(handle={"job_id": job_id}, deadline=time.time() + 3600, aws_conn_id=CONN_ID,
+                                   region_name=REGION, poll_interval=interval, stream_logs=False)  # fmt: skip
 
 
 def upstream_trigger(job_id: str, interval: float) -> Any:

@@ -8,7 +8,6 @@ operator asks the backend instead of branching on its name. The set of backends 
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from airflow_provider_trainium.neuron.spec import JobSpec
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
+#: The one log callback of every backend: receives each line of the job's output once.
 LogSink = Callable[[str], None]
 #: The command word that fills the Neuron compilation cache from a short trial of the training command.
 NEURON_PARALLEL_COMPILE = "neuron_parallel_compile"
@@ -70,24 +70,10 @@ class JobStatus:
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> JobStatus:
-        """The status a trigger's terminal event carries (see the event shape in ``NeuronJobOperator``)."""
-        return cls(
-            JobState(event["state"]),
-            reason=event.get("reason", ""),
-            exit_code=event.get("exit_code"),
-            log_tail=tuple(event.get("log_tail") or ()),
-        )
+        """The status a watch loop's terminal event carries (``JobEvent.to_dict()``, any backend)."""
+        from airflow_provider_trainium.compute.events import JobEvent
 
-
-def run_trigger_in_worker(trigger: Any) -> JobStatus:
-    """Run a trigger's loop in this process up to its one event: the worker-side wait of remote backends."""
-
-    async def first_event() -> dict[str, Any]:
-        async for event in trigger.run():
-            return dict(event.payload)
-        raise RuntimeError(f"{type(trigger).__name__} ended without an event")
-
-    return JobStatus.from_event(asyncio.run(first_event()))
+        return JobEvent.from_dict(event).status()
 
 
 class JobInputError(ValueError):
@@ -152,10 +138,16 @@ class ComputeBackend(ABC):
     @abstractmethod
     def cancel(self, handle: JobHandle, reason: str) -> None: ...
 
-    def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
-        """Block until the job ends, streaming its log. Remote backends defer instead."""
+    def wait(
+        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
+    ) -> JobStatus:
+        """Block until the job ends, streaming its log. Remote backends defer instead.
+
+        ``budget`` (``{"max_cost_usd", "cost_per_hour_usd"}``): a backend that bills stops the job once its
+        accrued cost passes ``max_cost_usd``; one that costs nothing (local) ignores it.
+        """
         raise NotImplementedError(f"{self.name} jobs are waited on by a trigger")
 
-    def trigger(self, handle: JobHandle, deadline: float) -> Any:
+    def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
         """A trigger that fires once when the job ends (None: the backend only waits in the worker)."""
         return None

@@ -21,15 +21,16 @@ from airflow_provider_trainium.compute.base import (
     JobState,
     JobStatus,
     LogSink,
-    run_trigger_in_worker,
 )
+from airflow_provider_trainium.compute.batch_status import CANCEL_PREFIX, batch_state, exit_code
+from airflow_provider_trainium.compute.batch_watch import BatchJobWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
+from airflow_provider_trainium.compute.watch import trigger_from, wait_in_worker, watch_kwargs
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
-    from airflow_provider_trainium.triggers.batch import BatchJobTrigger
 
 
 #: Compute resource types on which AWS Batch runs no multi-node parallel job.
@@ -188,8 +189,6 @@ class BatchBackend(ComputeBackend):
         return self._handle(job["jobId"], job_name, queue, nodes, job.get("jobDefinition", ""), spec_hash)
 
     def status(self, handle: JobHandle) -> JobStatus:
-        from airflow_provider_trainium.triggers.batch import batch_state, exit_code
-
         jobs = self.hook.describe_jobs([handle.job_id])
         if not jobs:
             return JobStatus(JobState.FAILED, reason=f"AWS Batch does not know job {handle.job_id}")
@@ -197,14 +196,14 @@ class BatchBackend(ComputeBackend):
         return JobStatus(batch_state(job), reason=str(job.get("statusReason", "")), exit_code=exit_code(job))
 
     def cancel(self, handle: JobHandle, reason: str) -> None:
-        from airflow_provider_trainium.triggers.batch import CANCEL_PREFIX
-
         self.hook.client.terminate_job(jobId=handle.job_id, reason=f"{CANCEL_PREFIX}{reason}")
 
-    def trigger(self, handle: JobHandle, deadline: float) -> BatchJobTrigger:
-        from airflow_provider_trainium.triggers.batch import BatchJobTrigger
+    #: The trigger shell the triggerer runs this backend's watch loop in.
+    trigger_classpath = "airflow_provider_trainium.triggers.batch.TrainiumBatchJobTrigger"
 
-        return BatchJobTrigger(
+    def watch(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> BatchJobWatch:
+        """The watch loop of ``handle``: the trigger's kwargs, runnable in any process."""
+        return BatchJobWatch(
             handle=handle.to_dict(),
             deadline=deadline,
             aws_conn_id=self.config.aws_conn_id,
@@ -213,13 +212,18 @@ class BatchBackend(ComputeBackend):
             log_group=handle.details.get("log_group") or self.settings.log_group,
             poll_interval=self.poll_interval,
             log_interval=self.log_interval,
+            budget=budget,
         )
 
-    def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
-        """The worker-side wait (non-deferrable tasks): the trigger's own loop, run to its one event."""
-        trigger = self.trigger(handle, time.time() + timeout_seconds)
-        trigger.log_sink = log
-        return run_trigger_in_worker(trigger)
+    def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
+        """``TrainiumBatchJobTrigger`` over :meth:`watch`'s arguments."""
+        return trigger_from(self.trigger_classpath, watch_kwargs(self.watch(handle, deadline, budget)))
+
+    def wait(
+        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
+    ) -> JobStatus:
+        """The worker-side wait (non-deferrable tasks): the same watch loop, run here to its one event."""
+        return wait_in_worker(self.watch(handle, time.time() + timeout_seconds, budget), log)
 
 
 def _tagged(job: dict[str, Any], tags: dict[str, str]) -> bool:

@@ -23,7 +23,6 @@ from airflow_provider_trainium.compute.base import (
     JobState,
     JobStatus,
     LogSink,
-    run_trigger_in_worker,
 )
 from airflow_provider_trainium.compute.ecs_definitions import (
     MAX_OVERRIDES_CHARS,
@@ -34,7 +33,9 @@ from airflow_provider_trainium.compute.ecs_definitions import (
     task_definition,
 )
 from airflow_provider_trainium.compute.ecs_status import STOPPED, task_id, task_status
+from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
+from airflow_provider_trainium.compute.watch import trigger_from, wait_in_worker, watch_kwargs
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -240,20 +241,27 @@ class EcsBackend(ComputeBackend):
     def cancel(self, handle: JobHandle, reason: str) -> None:
         self.hook.conn.stop_task(cluster=handle.details["cluster"], task=handle.job_id, reason=reason[:255])
 
-    def trigger(self, handle: JobHandle, deadline: float) -> Any:
-        from airflow_provider_trainium.triggers.ecs import EcsTaskTrigger
+    #: The trigger shell the triggerer runs this backend's watch loop in.
+    trigger_classpath = "airflow_provider_trainium.triggers.ecs.TrainiumEcsTaskTrigger"
 
-        return EcsTaskTrigger(
+    def watch(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> EcsTaskWatch:
+        """The watch loop of ``handle``: the trigger's kwargs, runnable in any process."""
+        return EcsTaskWatch(
             handle=handle.to_dict(),
             deadline=deadline,
             aws_conn_id=self.config.aws_conn_id,
             region_name=self.region_name,
             poll_interval=self.poll_interval_seconds,
             placement_timeout=self.placement_timeout_seconds,
+            budget=budget,
         )
 
-    def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
-        """The worker path: run the trigger's loop here, its log lines going to ``log``."""
-        trigger = self.trigger(handle, time.time() + timeout_seconds)
-        trigger.emit = log
-        return run_trigger_in_worker(trigger)
+    def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
+        """``TrainiumEcsTaskTrigger`` over :meth:`watch`'s arguments."""
+        return trigger_from(self.trigger_classpath, watch_kwargs(self.watch(handle, deadline, budget)))
+
+    def wait(
+        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
+    ) -> JobStatus:
+        """The worker path: the same watch loop, run here to its one event, its log lines going to ``log``."""
+        return wait_in_worker(self.watch(handle, time.time() + timeout_seconds, budget), log)

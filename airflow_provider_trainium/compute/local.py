@@ -387,7 +387,9 @@ class LocalBackend(ComputeBackend):
             handle.job_name, {"state": JobState.CANCELLED.value, "job_id": handle.job_id, "reason": reason}
         )
 
-    def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
+    def wait(
+        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
+    ) -> JobStatus:  # a local job costs nothing: its budget never stops it
         job = self._job(handle)
         if job is None:
             return self.status(handle)

@@ -23,6 +23,7 @@ from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.compute.attach import Attached, find_or_submit
 from airflow_provider_trainium.compute.backends import all_links, backend_links, backends
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobInputError, JobState, JobStatus
+from airflow_provider_trainium.compute.budget import STOP_REASON as BUDGET_STOP_REASON
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
@@ -289,6 +290,15 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         """The backend's own checks (storage, queue, layout), before any API call."""
         backend.check(prepared.spec)
 
+    def budget_limit(self, prepared: PreparedJob) -> dict[str, float] | None:
+        """What the wait needs to stop a job that passes its budget: the budget and the job's hourly rate."""
+        from airflow_provider_trainium.compute.cost import COST_PER_HOUR_ENV
+
+        budget = self.budget()
+        if budget is None:
+            return None
+        return {"max_cost_usd": budget, "cost_per_hour_usd": float(prepared.spec.env[COST_PER_HOUR_ENV])}
+
     def check_budget(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The worst case (every node billed until the job's own timeout stops it) must fit ``max_cost_usd``."""
         from airflow_provider_trainium.neuron.budget import check_budget
@@ -383,9 +393,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         store = context.get("task_state_store")
         if store is not None:
             store.set(self.external_id_key, handle.to_dict())
-        trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds())
+        trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds(), self.budget_limit(prepared))
         if hasattr(trigger, "log_cursor_uri") and prepared.spec.output_uri:
-            from airflow_provider_trainium.triggers.log_cursor import cursor_uri
+            from airflow_provider_trainium.compute.log_cursor import cursor_uri
 
             # a restarted triggerer resumes each log stream where this trigger stopped
             trigger.log_cursor_uri = cursor_uri(prepared.spec.output_uri, handle.job_id)
@@ -418,7 +428,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.remember(context, handle)
         status = backend.status(handle)
         if not status.state.terminal:
-            status = backend.wait(handle, self.log.info, self.job_timeout().total_seconds())
+            status = backend.wait(
+                handle, self.log.info, self.job_timeout().total_seconds(), self.budget_limit(prepared)
+            )
         self._result = self.finish(context, prepared.spec, handle, status)
         return self._result
 
@@ -445,8 +457,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         the task."""
         from airflow_provider_trainium.compute.cost import job_cost
 
-        backend = self.backend_for(self.prepare(context).compute)
         try:
+            backend = self.backend_for(self.prepare(context).compute)
             started = handle.details.get("started_at")
             record = job_cost(
                 backend, handle, spec, prices=self.prices(),
@@ -476,6 +488,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             message += f"\nlast lines:\n{tail}"
         if status.exit_code == EXIT_BAD_INPUT:
             raise AirflowFailException(message + "\n(bad input: not retried)")
+        if status.reason.startswith(BUDGET_STOP_REASON):
+            # a retry would spend the same budget again: rerun it by hand with a higher max_cost_usd
+            raise AirflowFailException(message + "\n(over budget: not retried; a rerun resumes from checkpoints)")
         raise AirflowException(message)
 
     def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:

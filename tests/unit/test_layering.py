@@ -84,7 +84,6 @@ def test_import_direction(rule):
     assert offending(folder, forbidden) == []
 
 
-@pytest.mark.xfail(strict=True, reason="until status moves to compute/")
 def test_compute_does_not_import_triggers():
     assert offending(f"{PROVIDER}/compute", (f"{PROVIDER}.triggers",)) == []
 

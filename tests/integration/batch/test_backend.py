@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.poller import BatchJobPoller
+from airflow_provider_trainium.compute.watch import first_event as compute_first_event
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import IMAGE, CallCounter
@@ -21,6 +23,10 @@ def spec(nodes: int = 4, instance_type: str = "trn1.32xlarge", **changes: Any) -
                   image=IMAGE, output_uri="s3://bucket/runs/1", timeout_seconds=3600)  # fmt: skip
     values.update(changes)
     return JobSpec(**values).validate()
+
+
+async def watch_event(watch, on_log) -> dict[str, Any]:
+    return (await compute_first_event(watch, on_log)).to_dict()
 
 
 async def first_event(trigger) -> dict[str, Any]:
@@ -80,15 +86,12 @@ def test_trigger_streams_every_node_and_fires_success(batch_env):
     now_ms = int(time.time() * 1000)
     for node, stream in enumerate(streams):
         moto_batch.write_log(batch_env.logs, batch_env.log_group, stream, [f"hello from node {node}"], now_ms)
-    trigger = backend.trigger(handle, time.time() + 600)
+    watch = backend.watch(handle, time.time() + 600)
     lines: list[str] = []
-    trigger.log_sink = lines.append
 
     async def scenario() -> dict[str, Any]:
-        from airflow_provider_trainium.triggers.batch import BatchJobPoller
-
-        task = asyncio.create_task(first_event(trigger))
-        poller = BatchJobPoller.shared(trigger.aws_conn_id, trigger.region_name, trigger.poll_interval)
+        task = asyncio.create_task(watch_event(watch, lines.append))
+        poller = BatchJobPoller.shared(watch.aws_conn_id, watch.region_name, watch.poll_interval)
         while len(lines) < 4 and not task.done():  # rounds, not wall time: the job runs until we finish it
             await poller.next_round()
         assert not task.done(), task.result()
@@ -132,8 +135,6 @@ def test_kill_terminates_the_job_but_a_triggerer_restart_does_not(batch_env):
     moto_batch.hold_running(batch_env.region, [handle.job_id])
 
     async def wait_then_cancel(kill: bool) -> None:
-        from airflow_provider_trainium.triggers.batch import BatchJobPoller
-
         trigger = backend.trigger(handle, time.time() + 600)
         task = asyncio.create_task(first_event(trigger))
         await BatchJobPoller.shared(trigger.aws_conn_id, trigger.region_name, trigger.poll_interval).next_round()

@@ -1,49 +1,58 @@
-"""The budget guard on AWS Batch: a run whose worst case exceeds ``max_cost_usd`` never reaches SubmitJob."""
+"""A Batch job whose running cost passes its budget is terminated once, and the task fails with the numbers."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import re
+import time
 
+from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.neuron.spec import JobSpec
+from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import IMAGE
+from tests.integration.conftest import calls
 
-DAG_FILE = """
-import datetime as dt
-
-from airflow.sdk import DAG
-
-from airflow_provider_trainium.operators.job import NeuronJobOperator
-
-with DAG("budget_guard", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-    NeuronJobOperator(task_id="train", entry_point="trainer.allreduce", compute="batch",
-                      instance_type="trn1.32xlarge", nodes=2, image={image!r},
-                      execution_timeout=dt.timedelta(hours=1), max_cost_usd={budget!r}, retries=2,
-                      retry_delay=dt.timedelta(seconds=0))
-"""
+TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "airflow:map_index": "-1"}
+REASON = re.compile(
+    r"^budget exceeded: accrued \$(\d+\.\d\d) > max_cost_usd \$0\.01 after (\d+\.\d) min; "
+    r"checkpoints under the output URI are kept$"
+)
+#: $1 per second: any job running for more than 10 ms is over a $0.01 budget.
+BUDGET = {"max_cost_usd": 0.01, "cost_per_hour_usd": 3600.0}
 
 
-def load_dag(tmp_path, monkeypatch, budget: float):
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    path = folder / "budget_guard.py"
-    path.write_text(DAG_FILE.format(image=IMAGE, budget=budget))
-    bundle = {"name": "budget", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-              "kwargs": {"path": str(folder), "refresh_interval": 0}}  # fmt: skip
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-    spec = importlib.util.spec_from_file_location("budget_guard", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.dag
+def spec() -> JobSpec:
+    return JobSpec(name="train", entry_point="trainer.mnist_mlp.train", instance_type="trn1.2xlarge", nodes=1,
+                   image=IMAGE, output_uri="s3://bucket/runs/1", timeout_seconds=3600).validate()  # fmt: skip
 
 
-def test_a_budget_below_the_worst_case_is_refused_before_submit_job(batch_env, tmp_path, monkeypatch, capfd):
-    dag = load_dag(tmp_path, monkeypatch, budget=10.0)  # worst case: 2 nodes x $21.50/h x 1 h = $43
-    run = dag.test()
+def test_over_budget_job_is_terminated_once_and_fails(batch_env, moto_requests):
+    backend = batch_env.backend()
+    handle = backend.submit(spec(), "job-budget", TAGS)
+    moto_batch.hold_running(batch_env.region, [handle.job_id])
 
-    ti = run.get_task_instance("train")
-    assert str(ti.state) == "failed" and ti.try_number == 1  # bad input: no retry, though retries=2
-    assert batch_env.batch.list_jobs(jobQueue=batch_env.queue, jobStatus="SUBMITTED")["jobSummaryList"] == []
-    definitions = batch_env.batch.describe_job_definitions(status="ACTIVE")["jobDefinitions"]
-    assert definitions == []  # nothing was registered either
-    printed = capfd.readouterr()
-    assert "worst case $43.00 exceeds max_cost_usd $10.00: 2 x trn1.32xlarge" in printed.out + printed.err
+    status = backend.wait(handle, lambda line: None, 60, budget=BUDGET)  # a missed stop ends at 60 s
+
+    assert status.state is JobState.FAILED and status.exit_code is None  # a plain failure: retries resume
+    match = REASON.match(status.reason)
+    assert match, status.reason
+    assert float(match.group(1)) > 0.01
+    (job,) = batch_env.batch.describe_jobs(jobs=[handle.job_id])["jobs"]
+    assert job["statusReason"] == "budget exceeded"
+    assert calls(moto_requests(), path="/v1/terminatejob") == 1
+
+
+def test_a_job_within_budget_runs_to_its_end(batch_env, moto_requests):
+    backend = batch_env.backend()
+    handle = backend.submit(spec(), "job-cheap", TAGS)  # moto's Batch finishes it at once
+
+    status = backend.wait(handle, lambda line: None, 600, budget={"max_cost_usd": 1000.0, "cost_per_hour_usd": 1.0})
+
+    assert status.state is JobState.SUCCEEDED
+    assert calls(moto_requests(), path="/v1/terminatejob") == 0
+
+
+def test_the_budget_travels_with_the_deferred_trigger(batch_env):
+    backend = batch_env.backend()
+    handle = backend.submit(spec(), "job-deferred", TAGS)
+    _, kwargs = backend.trigger(handle, time.time() + 600, budget=BUDGET).serialize()
+    assert kwargs["budget"] == BUDGET

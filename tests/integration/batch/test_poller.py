@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from airflow_provider_trainium.triggers.batch import BatchJobPoller, BatchJobTrigger
+from airflow_provider_trainium.compute.poller import BatchJobPoller
+from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import IMAGE, CallCounter
 
@@ -30,7 +31,7 @@ def test_k_jobs_make_ceil_k_over_100_describe_calls_per_interval(batch_env, coun
     ids = submit_many(batch_env, count)
     conn = batch_env.config.aws_conn_id
     triggers = [
-        BatchJobTrigger(handle={"job_id": job_id}, deadline=time.time() + 600, aws_conn_id=conn,
+        TrainiumBatchJobTrigger(handle={"job_id": job_id}, deadline=time.time() + 600, aws_conn_id=conn,
                         region_name=batch_env.region, poll_interval=0.2, stream_logs=False)
         for job_id in ids
     ]  # fmt: skip

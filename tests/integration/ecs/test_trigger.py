@@ -1,4 +1,4 @@
-"""EcsTaskTrigger driven in an event loop against the moto server: logs, end states, deadline, on_kill."""
+"""The ECS watch loop and its trigger shell against the moto server: logs, end states, deadline, on_kill."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from typing import Any
 
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.ecs import EcsBackend
+from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
 from airflow_provider_trainium.compute.naming import job_name, job_tags
+from airflow_provider_trainium.compute.watch import first_event as watch_event
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.triggers.ecs import EcsTaskTrigger
+from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from tests.integration.ecs.conftest import IMAGE
 
 NEVER_STOPS = {"progression": "manual", "times": 10_000}
@@ -25,7 +27,7 @@ def start(world) -> tuple[EcsBackend, Any]:
     return backend, backend.submit(SPEC, job_name("mnist", "train", run_id), job_tags("mnist", "train", run_id))
 
 
-def first_event(trigger: EcsTaskTrigger) -> dict[str, Any]:
+def first_event(trigger: TrainiumEcsTaskTrigger) -> dict[str, Any]:
     async def run() -> dict[str, Any]:
         async for event in trigger.run():
             return event.payload
@@ -42,11 +44,10 @@ def test_streams_the_log_and_fires_once_the_task_stops(ecs_world, task_progress)
     task_progress({"progression": "manual", "times": 1})  # four polls from RUNNING to STOPPED
     backend, handle = start(ecs_world)
     ecs_world.write_log(handle.details["log_stream"], ["epoch 1 loss 0.52", "epoch 2 loss 0.31"])
-    trigger = backend.trigger(handle, deadline=time.time() + 3600)
+    watch = backend.watch(handle, deadline=time.time() + 3600)
     seen: list[str] = []
-    trigger.emit = seen.append
 
-    event = first_event(trigger)
+    event = asyncio.run(watch_event(watch, seen.append)).to_dict()
 
     assert event["state"] == JobState.SUCCEEDED.value and event["exit_code"] == 0
     assert event["handle"] == handle.to_dict()
@@ -101,10 +102,10 @@ def test_worker_path_waits_with_the_same_loop(ecs_world, task_progress):
 
 
 def test_a_task_that_never_starts_is_stopped_after_the_placement_timeout():
-    trigger = EcsTaskTrigger(handle={"job_id": "arn", "details": {}}, deadline=0, aws_conn_id=None,
-                             placement_timeout=600)  # fmt: skip
+    watch = EcsTaskWatch(handle={"job_id": "arn", "details": {}}, deadline=0, aws_conn_id=None,
+                         placement_timeout=600)  # fmt: skip
     now = 1_800_000_000.0
     waiting = {"lastStatus": "PROVISIONING", "createdAt": now - 601}
-    assert trigger._placement_expired(waiting, now)
-    assert not trigger._placement_expired({**waiting, "createdAt": now - 599}, now)
-    assert not trigger._placement_expired({**waiting, "lastStatus": "RUNNING"}, now)
+    assert watch.placement_expired(waiting, now)
+    assert not watch.placement_expired({**waiting, "createdAt": now - 599}, now)
+    assert not watch.placement_expired({**waiting, "lastStatus": "RUNNING"}, now)

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.triggers.batch import BatchJobTrigger, NodeLogs
-from airflow_provider_trainium.triggers.ecs import EcsTaskTrigger
-from airflow_provider_trainium.triggers.log_cursor import LogCursor, cursor_uri
+from airflow_provider_trainium.compute.log_cursor import LogCursor, cursor_uri
+from airflow_provider_trainium.compute.logs import NodeLogs
+from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
+from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from tests.conftest import MOTO_REGION
 
 GROUP = "/trainium/jobs"
@@ -41,14 +42,14 @@ async def _with_logs(aws_conn_id: str, read) -> None:
         await read(logs)
 
 
-def ecs_trigger(aws_conn_id: str, stream: str, cursor: str) -> EcsTaskTrigger:
+def ecs_trigger(aws_conn_id: str, stream: str, cursor: str) -> TrainiumEcsTaskTrigger:
     handle = {
         "backend": "ecs",
         "job_id": "arn:aws:ecs:us-east-1:123456789012:task/trainium/abc",
         "job_name": "train",
         "details": {"cluster": "trainium", "log_group": GROUP, "log_stream": stream},
     }
-    return EcsTaskTrigger(handle, time.time() + 600, aws_conn_id, MOTO_REGION, log_cursor_uri=cursor)
+    return TrainiumEcsTaskTrigger(handle, time.time() + 600, aws_conn_id, MOTO_REGION, log_cursor_uri=cursor)
 
 
 @pytest.fixture
@@ -69,17 +70,15 @@ def test_restarted_ecs_trigger_emits_no_line_twice(aws_conn_id, now_ms):
 
     first = ecs_trigger(aws_conn_id, "trainer/abc", cursor)
     before: list[str] = []
-    first.emit = before.append
-    asyncio.run(_with_logs(aws_conn_id, first._forward_logs))
+    asyncio.run(_with_logs(aws_conn_id, first.watch().follower(before.append).fetch))
     assert before == ["epoch 1", "epoch 2 a", "epoch 2 b"]
 
     write(client, "trainer/abc", [(now_ms + 1, "epoch 2 c"), (now_ms + 2, "epoch 3")])
     classpath, kwargs = first.serialize()
-    assert classpath.endswith("EcsTaskTrigger") and kwargs["log_cursor_uri"] == cursor
-    restarted = EcsTaskTrigger(**kwargs)  # the triggerer restarted: a new trigger from the stored kwargs
+    assert classpath.endswith("TrainiumEcsTaskTrigger") and kwargs["log_cursor_uri"] == cursor
+    restarted = TrainiumEcsTaskTrigger(**kwargs)  # the triggerer restarted: a new trigger from the stored kwargs
     after: list[str] = []
-    restarted.emit = after.append
-    asyncio.run(_with_logs(aws_conn_id, restarted._forward_logs))
+    asyncio.run(_with_logs(aws_conn_id, restarted.watch().follower(after.append).fetch))
     assert after == ["epoch 2 c", "epoch 3"]
 
 
@@ -89,7 +88,7 @@ def test_restarted_batch_trigger_resumes_every_node(aws_conn_id, now_ms, tmp_pat
     for node in (0, 1):
         client.create_log_stream(logGroupName=GROUP, logStreamName=f"job/node-{node}")
         write(client, f"job/node-{node}", [(now_ms + i, f"n{node} step {i}") for i in range(3)])
-    trigger = BatchJobTrigger(
+    trigger = TrainiumBatchJobTrigger(
         handle={"backend": "batch", "job_id": "4c7a2d1e", "job_name": "j", "details": {}},
         deadline=time.time() + 600,
         aws_conn_id=aws_conn_id,
@@ -99,7 +98,7 @@ def test_restarted_batch_trigger_resumes_every_node(aws_conn_id, now_ms, tmp_pat
         log_cursor_uri=cursor_uri((tmp_path / "out").as_uri(), "4c7a2d1e"),
     )
 
-    def node_logs(t: BatchJobTrigger, seen: list[str]) -> NodeLogs:
+    def node_logs(t: TrainiumBatchJobTrigger, seen: list[str]) -> NodeLogs:
         logs = NodeLogs(t.log_group, seen.append, LogCursor(t.log_cursor_uri, t.aws_conn_id))
         for node in (0, 1):
             logs.learn(node, f"job/node-{node}")
@@ -113,7 +112,7 @@ def test_restarted_batch_trigger_resumes_every_node(aws_conn_id, now_ms, tmp_pat
     for node in (0, 1):
         write(client, f"job/node-{node}", [(now_ms + 3, f"n{node} step 3")])
     after: list[str] = []
-    restarted = node_logs(BatchJobTrigger(**trigger.serialize()[1]), after)
+    restarted = node_logs(TrainiumBatchJobTrigger(**trigger.serialize()[1]), after)
     asyncio.run(_with_logs(aws_conn_id, restarted.fetch))
     assert after == ["[node 0] n0 step 3", "[node 1] n1 step 3"]
 
@@ -126,6 +125,5 @@ def test_without_a_cursor_location_a_new_trigger_starts_from_the_top(aws_conn_id
     seen: list[str] = []
     for _ in range(2):
         trigger = ecs_trigger(aws_conn_id, "s", None)  # type: ignore[arg-type]
-        trigger.emit = seen.append
-        asyncio.run(_with_logs(aws_conn_id, trigger._forward_logs))
+        asyncio.run(_with_logs(aws_conn_id, trigger.watch().follower(seen.append).fetch))
     assert seen == ["only line", "only line"]  # what the cursor location prevents

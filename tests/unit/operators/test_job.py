@@ -48,6 +48,27 @@ def test_exit_code_65_fails_without_retry_and_names_the_cause():
     assert not isinstance(crashed.value, AirflowFailException)  # any other failure may be retried
 
 
+def test_a_job_stopped_over_budget_fails_without_retry():
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    op = NeuronJobOperator(task_id="t", entry_point="m", max_cost_usd=5)
+    spec = JobSpec(name="t", entry_point="m")
+    reason = (
+        "budget exceeded: accrued $5.02 > max_cost_usd $5.00 after 14.0 min; checkpoints under the output URI are kept"
+    )
+    with pytest.raises(AirflowFailException, match=r"(?s)accrued \$5\.02.*over budget: not retried"):
+        op.finish(context(), spec, HANDLE, JobStatus(JobState.FAILED, reason))
+
+
+def test_the_wait_gets_the_budget_and_the_jobs_hourly_rate():
+    op = NeuronJobOperator(task_id="t", entry_point="m", max_cost_usd="12.5")
+    prepared = PreparedJob(
+        "batch", JobSpec(name="t", entry_point="m", env={"TRAINIUM_COST_PER_HOUR_USD": "43"}), "j", {}
+    )
+    assert op.budget_limit(prepared) == {"max_cost_usd": 12.5, "cost_per_hour_usd": 43.0}
+    assert NeuronJobOperator(task_id="t", entry_point="m").budget_limit(prepared) is None
+
+
 def test_execute_complete_finishes_with_the_spec_prepared_before_deferring():
     class NeverRebuilds(NeuronJobOperator):
         def build_spec(self, *args: Any) -> JobSpec:

@@ -1,0 +1,162 @@
+"""The watch loop of an ECS training task: one DescribeTasks and one log read per poll, one terminal event.
+
+The same loop runs in the triggerer (``TrainiumEcsTaskTrigger``) and in the worker (non-deferred wait).
+It ends when the task stops; it stops the task first when the absolute deadline passes (a task past its
+deadline is money spent on nothing), when the task has not started within the placement timeout (no
+capacity, no instance with the devices: stopped, not waited on forever) or when its budget runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_trainium.compute.base import JobState, JobStatus, LogSink
+from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
+from airflow_provider_trainium.compute.ecs_status import NOT_STARTED, STOPPED, task_status
+from airflow_provider_trainium.compute.events import JobEvent
+from airflow_provider_trainium.compute.log_cursor import LogCursor
+from airflow_provider_trainium.compute.logs import NodeLogs
+
+STOP_CALL_TIMEOUT = 30.0
+
+
+def epoch(value: Any) -> float | None:
+    """ECS times come back as a datetime (boto) or epoch seconds (raw JSON)."""
+    if value is None:
+        return None
+    if hasattr(value, "timestamp"):
+        return float(value.timestamp())
+    return float(value)
+
+
+@dataclass
+class EcsTaskWatch:
+    """What the loop needs to find an ECS task again from any process (the trigger's kwargs).
+
+    :param handle: ``JobHandle.to_dict()`` of the task; ``details`` holds cluster, log group and stream.
+    :param deadline: epoch seconds after which the task is stopped and the job fails.
+    :param placement_timeout: seconds a task may stay PROVISIONING/PENDING after it was created.
+    """
+
+    handle: dict[str, Any]
+    deadline: float
+    aws_conn_id: str | None
+    region_name: str | None = None
+    poll_interval: float = 30.0
+    placement_timeout: float = 1800.0
+    log_cursor_uri: str | None = None
+    budget: dict[str, float] | None = None
+    _budget: Budget | None = field(init=False, repr=False, default=None)
+    _watch_started: float = field(init=False, repr=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self.deadline = float(self.deadline)
+        self.poll_interval = float(self.poll_interval)
+        self.placement_timeout = float(self.placement_timeout)
+        self._budget = Budget.from_dict(self.budget)
+        self._watch_started = time.time()
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return self.handle.get("details") or {}
+
+    def _hooks(self) -> tuple[Any, Any]:
+        from airflow.providers.amazon.aws.hooks.ecs import EcsHook
+        from airflow.providers.amazon.aws.hooks.logs import AwsLogsHook
+
+        return (
+            EcsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name),
+            AwsLogsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name),
+        )
+
+    def follower(self, on_log: LogSink) -> NodeLogs:
+        """The task's one log stream, unprefixed, resuming at the stored cursor."""
+        logs = NodeLogs(
+            str(self.details.get("log_group") or ""),
+            on_log,
+            LogCursor(self.log_cursor_uri, self.aws_conn_id),
+            prefix=False,
+        )
+        logs.learn(0, self.details.get("log_stream") if self.details.get("log_group") else None)
+        return logs
+
+    def _event(self, status: JobStatus, logs: NodeLogs) -> JobEvent:
+        return JobEvent(
+            handle=self.handle,
+            state=status.state,
+            reason=status.reason,
+            exit_code=status.exit_code,
+            log_tail=tuple(logs.tail),
+            log_streams={str(k): v for k, v in sorted(logs.streams.items())},
+        )
+
+    async def _describe(self, ecs: Any) -> dict[str, Any] | None:
+        response = await ecs.describe_tasks(cluster=self.details["cluster"], tasks=[self.handle["job_id"]])
+        tasks = response.get("tasks") or []
+        return tasks[0] if tasks else None
+
+    async def _stop(self, ecs: Any, reason: str) -> None:
+        await asyncio.wait_for(
+            ecs.stop_task(cluster=self.details["cluster"], task=self.handle["job_id"], reason=reason[:255]),
+            STOP_CALL_TIMEOUT,
+        )
+
+    def placement_expired(self, task: dict[str, Any], now: float) -> bool:
+        created = epoch(task.get("createdAt")) or self._watch_started
+        return task.get("lastStatus") in NOT_STARTED and now - created >= self.placement_timeout
+
+    def over_budget(self, task: dict[str, Any], now: float) -> str | None:
+        if self._budget is None or task.get("lastStatus") in NOT_STARTED or task.get("lastStatus") == STOPPED:
+            return None
+        # no startedAt: count from its creation (a little more), else from when this loop began watching
+        start = epoch(task.get("startedAt")) or epoch(task.get("createdAt")) or self._watch_started
+        return self._budget.exceeded(start, now)
+
+    async def run(self, on_log: LogSink) -> AsyncIterator[JobEvent]:
+        """Follow the task until it ends; yields exactly one event."""
+        logs = self.follower(on_log)
+        ecs_hook, logs_hook = self._hooks()
+        async with await ecs_hook.get_async_conn() as ecs, await logs_hook.get_async_conn() as cloudwatch:
+            while True:
+                task = await self._describe(ecs)
+                await logs.fetch(cloudwatch)
+                if task is None:
+                    reason = f"ECS no longer knows task {self.handle['job_id']} (stopped tasks expire after ~1 hour)"
+                    yield self._event(JobStatus(JobState.FAILED, reason=reason), logs)
+                    return
+                status = task_status(task)
+                if status.state.terminal:
+                    await logs.fetch(cloudwatch)  # what the log driver flushed on exit
+                    yield self._event(status, logs)
+                    return
+                now = time.time()
+                if now >= self.deadline:
+                    reason = "the job did not finish before its deadline; the ECS task was stopped"
+                    await self._stop(ecs, "Airflow task deadline passed")
+                    yield self._event(JobStatus(JobState.FAILED, reason=reason), logs)
+                    return
+                if self.placement_expired(task, now):
+                    reason = (
+                        f"the ECS task stayed {task.get('lastStatus')} for {self.placement_timeout:.0f} s: "
+                        "no container instance of the required type had room (check the cluster's capacity "
+                        "provider); the task was stopped"
+                    )
+                    await self._stop(ecs, "not placed in time")
+                    yield self._event(JobStatus(JobState.FAILED, reason=reason), logs)
+                    return
+                over = self.over_budget(task, now)
+                if over:
+                    await self._stop(ecs, STOP_REASON)
+                    yield self._event(JobStatus(JobState.FAILED, reason=over), logs)
+                    return
+                await asyncio.sleep(max(0.0, min(self.poll_interval, self.deadline - now)))
+
+    async def cancel(self, reason: str) -> None:
+        """Stop the task (a user killed the deferred task)."""
+        ecs_hook, _ = self._hooks()
+        async with await ecs_hook.get_async_conn() as ecs:
+            await self._stop(ecs, reason)

@@ -1,0 +1,49 @@
+"""Run a backend's watch loop to its one event in this process: the worker-side (non-deferred) wait.
+
+The triggerer runs the same loop through the backend's trigger; here ``asyncio.run`` drives it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from airflow_provider_trainium.compute.base import JobStatus, LogSink
+from airflow_provider_trainium.compute.events import JobEvent
+
+
+class JobWatch(Protocol):
+    def run(self, on_log: LogSink) -> AsyncIterator[JobEvent]: ...
+
+    async def cancel(self, reason: str) -> None: ...
+
+
+async def first_event(watch: JobWatch, on_log: LogSink) -> JobEvent:
+    """The one event the loop yields (a loop that ends without one is a bug, not a job state)."""
+    async with contextlib.aclosing(watch.run(on_log)) as events:  # type: ignore[type-var]
+        async for event in events:
+            return event
+    raise RuntimeError(f"{type(watch).__name__} ended without an event")
+
+
+def wait_in_worker(watch: JobWatch, on_log: LogSink) -> JobStatus:
+    """Block until the job ends, streaming its log lines to ``on_log``."""
+    return asyncio.run(first_event(watch, on_log)).status()
+
+
+def trigger_from(classpath: str, kwargs: dict[str, Any]) -> Any:
+    """Build a backend's trigger from its classpath, the way the triggerer does from a stored row.
+
+    Backends name their trigger shell instead of importing it, so ``compute/`` never depends on ``triggers/``.
+    """
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+def watch_kwargs(watch: Any) -> dict[str, Any]:
+    """A watch loop's constructor arguments: its trigger shell takes exactly these."""
+    return {f.name: getattr(watch, f.name) for f in dataclasses.fields(watch) if f.init}

@@ -1,0 +1,49 @@
+"""The budget guard on AWS Batch: a run whose worst case exceeds ``max_cost_usd`` never reaches SubmitJob."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+from tests.integration.batch.conftest import IMAGE
+
+DAG_FILE = """
+import datetime as dt
+
+from airflow.sdk import DAG
+
+from airflow_provider_trainium.operators.job import NeuronJobOperator
+
+with DAG("budget_guard", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+    NeuronJobOperator(task_id="train", entry_point="trainer.allreduce", compute="batch",
+                      instance_type="trn1.32xlarge", nodes=2, image={image!r},
+                      execution_timeout=dt.timedelta(hours=1), max_cost_usd={budget!r}, retries=2,
+                      retry_delay=dt.timedelta(seconds=0))
+"""
+
+
+def load_dag(tmp_path, monkeypatch, budget: float):
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    path = folder / "budget_guard.py"
+    path.write_text(DAG_FILE.format(image=IMAGE, budget=budget))
+    bundle = {"name": "budget", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+              "kwargs": {"path": str(folder), "refresh_interval": 0}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
+    spec = importlib.util.spec_from_file_location("budget_guard", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.dag
+
+
+def test_a_budget_below_the_worst_case_is_refused_before_submit_job(batch_env, tmp_path, monkeypatch, capfd):
+    dag = load_dag(tmp_path, monkeypatch, budget=10.0)  # worst case: 2 nodes x $21.50/h x 1 h = $43
+    run = dag.test()
+
+    ti = run.get_task_instance("train")
+    assert str(ti.state) == "failed" and ti.try_number == 1  # bad input: no retry, though retries=2
+    assert batch_env.batch.list_jobs(jobQueue=batch_env.queue, jobStatus="SUBMITTED")["jobSummaryList"] == []
+    definitions = batch_env.batch.describe_job_definitions(status="ACTIVE")["jobDefinitions"]
+    assert definitions == []  # nothing was registered either
+    printed = capfd.readouterr()
+    assert "worst case $43.00 exceeds max_cost_usd $10.00: 2 x trn1.32xlarge" in printed.out + printed.err
