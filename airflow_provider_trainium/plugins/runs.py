@@ -62,13 +62,10 @@ def list_training_runs(session: Any, dag_ids: Iterable[str], limit: int = DEFAUL
 def get_training_run(
     session: Any, dag_id: str, run_id: str, task_id: str | None = None, map_index: int = -1
 ) -> dict[str, Any] | None:
-    """One DAG run's training task (the named one, or its first training task); None when it has none."""
-    runs = [
-        r
-        for r in list_runs_of(session, dag_id, run_id)
-        if (task_id is None or r["task_id"] == task_id) and (task_id is None or r["map_index"] == map_index)
-    ]
-    return runs[0] if runs else None
+    """One DAG run's training task: the named one, else (no name, or another task's page) its first one."""
+    runs = list_runs_of(session, dag_id, run_id)
+    named = [r for r in runs if r["task_id"] == task_id and r["map_index"] == map_index]
+    return (named or runs or [None])[0]
 
 
 def list_runs_of(session: Any, dag_id: str, run_id: str) -> list[dict[str, Any]]:

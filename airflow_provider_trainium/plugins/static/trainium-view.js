@@ -214,6 +214,9 @@
   (params.get("dag_id") && params.get("run_id") ? showRun() : showList())
     .then(() => document.body.setAttribute("data-loaded", "true"))
     .catch((err) => {
+      if (err.message.startsWith("404")) {
+        main.append(el("p", { class: "empty", "data-testid": "not-found" }, "No training task in this DAG run."));
+      }
       status.textContent = "error: " + err.message;
       document.body.setAttribute("data-loaded", "error");
     });

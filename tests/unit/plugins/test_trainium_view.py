@@ -43,3 +43,19 @@ def test_assets_exist_and_the_charting_library_ships_with_its_licence():
     assert "MIT" in (STATIC / "vendor" / "uplot" / "LICENSE").read_text()
     page = (STATIC / "index.html").read_text()
     assert "http://" not in page and "https://" not in page  # nothing loads from the network: works offline
+
+
+def test_every_route_requires_airflows_login():
+    """Airflow does not protect plugin apps: a route added without ``GetUserDep`` would be open to anyone."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.routing import APIRoute
+
+    from airflow_provider_trainium.plugins.app import create_app
+
+    def calls(dependant) -> set:
+        return {dependant.call} | {c for d in dependant.dependencies for c in calls(d)}
+
+    routes = [r for r in create_app().routes if isinstance(r, APIRoute)]
+    assert {r.path for r in routes} >= {"/", "/static/{name}", "/api/runs", "/api/runs/{dag_id}/{run_id}"}
+    for route in routes:
+        assert get_user in calls(route.dependant), route.path
