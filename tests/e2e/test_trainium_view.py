@@ -160,6 +160,18 @@ def test_run_page_plots_the_metrics_stream(page, deployment, run):
             assert f"node{record['node']}/nc{core}" in cores
 
 
+def test_plain_page_shows_every_chart_of_the_run(page, deployment, run):
+    """The view outside Airflow's frame (the address ``make demo`` prints); its screenshot is the README's."""
+    page.goto(f"{deployment.url}{VIEW}/?dag_id={MNIST}&run_id={quote(run['run_id'], safe='')}")
+    loaded(page)
+    if stream_records(run["output_uri"]) is None:
+        pytest.skip("stream writer not present: the run wrote no stream/ folder")
+    charts = page.locator("[data-chart]")
+    assert charts.count() == 5
+    page.locator("[data-chart=loss][data-rendered=true]").wait_for()
+    assert page.locator("[data-chart=loss] canvas").count() == 1
+
+
 def test_task_instance_page_opens_the_same_run(page, deployment, run):
     page.goto(f"{deployment.url}/dags/{MNIST}/runs/{quote(run['run_id'], safe='')}/tasks/train/plugin/trainium-task")
     frame = page.frame_locator("iframe").first

@@ -126,7 +126,14 @@
     return box;
   }
 
-  function summary(run) {
+  /* The summary's final loss, else the last loss the stream recorded (MNIST's summary reports accuracy only). */
+  function finalLoss(run, series) {
+    if (typeof run.final.loss === "number") return num(run.final.loss, 4);
+    const ys = series ? series.loss.y.filter((v) => v !== null) : [];
+    return ys.length ? num(ys[ys.length - 1], 4) + " (last streamed)" : DASH;
+  }
+
+  function summary(run, series) {
     const items = [
       ["DAG run", el("a", { href: "/dags/" + encodeURIComponent(run.dag_id) + "/runs/" + encodeURIComponent(run.run_id), target: "_top" }, run.dag_id + " / " + run.run_id)],
       ["task", run.task_id + " (try " + run.try_number + ")"],
@@ -135,7 +142,7 @@
       ["duration", duration(run.duration_s)],
       ["cost", cost(run.cost)],
       ["price", run.cost ? "$" + run.cost.price_per_node_hour_usd + " per node-hour (" + run.cost.price_date + ")" : DASH],
-      ["final loss", num(run.final.loss, 4)],
+      ["final loss", finalLoss(run, series)],
       ["accuracy", num(run.final.accuracy, 4)],
       ["registered", version(run.model)],
       ["output", run.output_uri || DASH],
@@ -182,7 +189,7 @@
     const path = "api/runs/" + encodeURIComponent(params.get("dag_id")) + "/" + encodeURIComponent(params.get("run_id"));
     const detail = await getJson(path + (q.toString() ? "?" + q : ""));
     const run = detail.run;
-    main.append(el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run));
+    main.append(el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series));
     if (detail.series) {
       const p = detail.series.progress;
       if (p && p.step !== null && p.total_steps) {
