@@ -27,11 +27,15 @@ def test_no_stream_folder_reads_as_none(tmp_path):
 def test_chunks_are_read_in_sequence_order_per_source(tmp_path):
     write_chunk(tmp_path, "train", 1, [train(3, 0.7, 1003.0), train(4, 0.6, 1004.0)])
     write_chunk(tmp_path, "train", 0, [train(1, 0.9, 1001.0), train(2, 0.8, 1002.0)])
+    # Written out of order, so no file system's listing order happens to be the sequence order.
+    for seq in (5, 9, 2, 11, 7, 10, 3, 8, 4, 6):
+        write_chunk(tmp_path, "train", seq, [train(seq + 3, 0.5, 1003.0 + seq)])
     device = {"v": 1, "kind": "device", "time": 1000.5, "node": 0, "neuroncores": {"0": 40.0, "1": 60.0},
               "device_mem_used_bytes": 1}  # fmt: skip
     write_chunk(tmp_path, "monitor-node0", 0, [device])
     sources = read_stream(tmp_path.as_uri())
-    assert [r["step"] for r in sources["train"]] == [1, 2, 3, 4]
+    assert [r["step"] for r in sources["train"]] == [1, 2, 3, 4, *range(5, 15)]
+    sources["train"] = sources["train"][:4]
     series = build_series(sources)
     assert series["loss"] == {"x": [1, 2, 3, 4], "y": [0.9, 0.8, 0.7, 0.6]}
     assert series["throughput"]["x"] == [0.5, 1.5, 2.5, 3.5]  # seconds since the first record of any source
