@@ -66,8 +66,9 @@ def print_view_address(dag_id: str, run_id: str) -> None:
     from urllib.parse import urlencode
 
     home = os.environ.get("AIRFLOW_HOME", "~/airflow")
+    airflow = Path(sys.executable).parent / "airflow"
     query = urlencode({"dag_id": dag_id, "run_id": run_id})
-    print(f"Trainium view:    AIRFLOW_HOME={home} airflow api-server --port 8080, then open")
+    print(f"Trainium view:    AIRFLOW_HOME={home} {airflow} api-server --port 8080, then open")
     print("                  http://127.0.0.1:8080/plugin/trainium (all runs)")
     print(f"                  http://127.0.0.1:8080/trainium/?{query} (this run)")
 
