@@ -59,7 +59,8 @@ def _num(value: Any) -> float | None:
 
 
 def build_series(sources: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """What the run page plots, as x/y arrays: loss, MFU and eval by step; throughput and utilization by time.
+    """What the run page plots, as x/y arrays: loss, MFU and eval by step; throughput, NeuronCore and host CPU
+    utilization by time.
 
     Times are seconds since the run's first record, so runs of different days line up for comparison.
     """
@@ -88,6 +89,7 @@ def build_series(sources: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         },
     }
     series["neuroncores"] = _utilization(sources, elapsed)
+    series["host"] = _host(sources, elapsed)
     last = train[-1] if train else {}
     series["progress"] = {"step": last.get("step"), "total_steps": last.get("total_steps")}
     return series
@@ -110,3 +112,16 @@ def _utilization(sources: dict[str, list[dict[str, Any]]], elapsed: Any) -> dict
         for core, util in (r.get("neuroncores") or {}).items():
             columns[f"node{r.get('node', 0)}/nc{core}"][i] = _num(util)
     return {"x": [elapsed(r) for r in device], "cores": columns}
+
+
+def _host(sources: dict[str, list[dict[str, Any]]], elapsed: Any) -> dict[str, Any]:
+    """Host CPU utilization (percent) per node: where no NeuronCore is sampled (local runs) it is what there is."""
+    host = sorted(
+        (r for name, recs in sources.items() if name != TRAIN_SOURCE for r in recs if r.get("kind") == "host"),
+        key=lambda r: _num(r.get("time")) or 0.0,
+    )
+    nodes = sorted({int(r.get("node", 0)) for r in host})
+    columns: dict[str, list[float | None]] = {f"node{n}": [None] * len(host) for n in nodes}
+    for i, r in enumerate(host):
+        columns[f"node{int(r.get('node', 0))}"][i] = _num(r.get("cpu_percent"))
+    return {"x": [elapsed(r) for r in host], "cpu": columns}

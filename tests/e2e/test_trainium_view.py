@@ -158,6 +158,9 @@ def test_run_page_plots_the_metrics_stream(page, deployment, run):
     for record in device:  # every core the monitor reported is a plotted series
         for core in record["neuroncores"]:
             assert f"node{record['node']}/nc{core}" in cores
+    host = [r for name, recs in sources.items() if name.startswith("monitor-") for r in recs if r["kind"] == "host"]
+    cpu = json.loads(frame.locator("[data-chart=host]").get_attribute("data-series"))
+    assert sorted(cpu) == sorted({f"node{r['node']} CPU" for r in host if r.get("cpu_percent") is not None})
 
 
 def test_plain_page_shows_every_chart_of_the_run(page, deployment, run):
@@ -167,7 +170,7 @@ def test_plain_page_shows_every_chart_of_the_run(page, deployment, run):
     if stream_records(run["output_uri"]) is None:
         pytest.skip("stream writer not present: the run wrote no stream/ folder")
     charts = page.locator("[data-chart]")
-    assert charts.count() == 5
+    assert charts.count() == 6
     page.locator("[data-chart=loss][data-rendered=true]").wait_for()
     assert page.locator("[data-chart=loss] canvas").count() == 1
 

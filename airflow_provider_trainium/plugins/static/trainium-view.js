@@ -168,6 +168,7 @@
       others.map((p) => ({ label: label(p, false), x: p.series.mfu.x, y: p.series.mfu.y }))
     );
     const cores = Object.entries(s.neuroncores.cores).map(([name, y]) => ({ label: name, x: s.neuroncores.x, y: y }));
+    const hosts = Object.entries(s.host.cpu).map(([name, y]) => ({ label: name + " CPU", x: s.host.x, y: y }));
     const evals = [
       { label: "eval loss", x: s.eval.x, y: s.eval.loss },
       { label: "eval accuracy", x: s.eval.x, y: s.eval.accuracy },
@@ -177,6 +178,7 @@
       chart("throughput", "Throughput", "seconds", tput),
       chart("mfu", "MFU", "step", mfu),
       chart("neuroncores", "NeuronCore utilization (%)", "seconds", cores),
+      chart("host", "Host CPU utilization (%)", "seconds", hosts),
       chart("eval", "Evaluation", "step", evals),
     ]);
   }

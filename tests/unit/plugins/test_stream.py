@@ -70,3 +70,15 @@ def test_eval_records_are_their_own_series():
     series = build_series({"train": [train(4, 0.4, 4.0), *evals]})
     assert series["eval"] == {"x": [4], "loss": [0.3], "accuracy": [0.9]}
     assert series["loss"]["x"] == [4]
+
+
+def test_host_cpu_is_a_series_per_node():
+    def host(node: int, t: float, cpu: float) -> dict:
+        return {"v": 1, "kind": "host", "time": t, "node": node, "cpu_percent": cpu, "mem_used_bytes": 1,
+                "mem_total_bytes": 2}  # fmt: skip
+
+    series = build_series(
+        {"monitor-node0": [host(0, 1.0, 50.0), host(0, 3.0, 70.0)], "monitor-node1": [host(1, 2.0, 5.0)]}
+    )
+    assert series["host"] == {"x": [0.0, 1.0, 2.0], "cpu": {"node0": [50.0, None, 70.0], "node1": [None, 5.0, None]}}
+    assert series["neuroncores"] == {"x": [], "cores": {}}
