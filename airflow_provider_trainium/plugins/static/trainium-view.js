@@ -114,7 +114,7 @@
         width: Math.max(360, box.clientWidth - 16),
         height: 240,
         scales: { x: { time: false } },
-        axes: [{ label: xLabel }, {}],
+        axes: [{ label: xLabel }, { size: 64 }],
         series: [{ label: xLabel }].concat(
           shown.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: i ? 1 : 2, spanGaps: true }))
         ),
