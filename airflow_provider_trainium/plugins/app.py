@@ -19,7 +19,6 @@ from airflow_provider_trainium.plugins.stream import build_series, read_stream
 
 log = logging.getLogger(__name__)
 
-URL_PREFIX = "/trainium"
 STATIC = Path(__file__).parent / "static"
 # Served by name only: nothing outside this list can be asked for.
 ASSETS = {
