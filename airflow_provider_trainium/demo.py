@@ -57,7 +57,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"samples/s:        {metrics.get('samples_per_second')} ({metrics.get('runtime')}, "
               f"{metrics.get('world_size')} ranks; XLA graphs compiled {metrics.get('xla_compilations')}, "
               f"missing from the compile cache {metrics.get('xla_cache_missing')})")  # fmt: skip
+    print_view_address(args.dag_id, run.run_id)
     return 0
+
+
+def print_view_address(dag_id: str, run_id: str) -> None:
+    """Where the Trainium view shows this run: an API server over this Airflow home serves it."""
+    from urllib.parse import urlencode
+
+    home = os.environ.get("AIRFLOW_HOME", "~/airflow")
+    airflow = Path(sys.executable).parent / "airflow"
+    query = urlencode({"dag_id": dag_id, "run_id": run_id})
+    print(f"Trainium view:    AIRFLOW_HOME={home} {airflow} api-server --port 8080, then open")
+    print("                  http://127.0.0.1:8080/plugin/trainium (all runs)")
+    print(f"                  http://127.0.0.1:8080/trainium/?{query} (this run)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Airflow UI plugins of the provider: the Trainium view (``trainium_view``)."""

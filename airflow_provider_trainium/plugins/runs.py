@@ -1,0 +1,219 @@
+"""Training runs as the view lists them, read from Airflow's metadata database (task instances and their XComs).
+
+A training run is a task instance of ``NeuronTrainingOperator`` (or of a subclass that pushes the ``metrics``
+XCom). Its XComs give the output URI (``return_value``), the metrics summary (``metrics``), the job handle
+(``job``) and the cost record (``trainium_cost``); the version the ``RegisterModelOperator`` of the same DAG run
+registered comes from that task's ``return_value``. Only DAGs in ``dag_ids`` (what the user may read) are queried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+TRAINING_OPERATORS = ("NeuronTrainingOperator",)
+NOT_TRAINING = ("NeuronCompileOperator",)
+REGISTER_OPERATOR = "RegisterModelOperator"
+RUN_KEYS = ("return_value", "metrics", "job", "trainium_cost")
+LAYOUT_FIELDS = ("instance_type", "nodes", "processes_per_node", "compute")
+DEFAULT_LIMIT = 200
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _xcom_value(row: Any) -> Any:
+    from airflow.models.xcom import XComModel
+
+    return XComModel.deserialize_value(row)
+
+
+def list_training_runs(session: Any, dag_ids: Iterable[str], limit: int = DEFAULT_LIMIT) -> list[dict[str, Any]]:
+    """The newest training task instances of the given DAGs, each with its XComs, layout and registered version."""
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import and_, exists, or_, select
+
+    dag_ids = sorted(set(dag_ids))
+    if not dag_ids:
+        return []
+    pushes_metrics = exists().where(
+        and_(
+            XComModel.dag_id == TI.dag_id,
+            XComModel.run_id == TI.run_id,
+            XComModel.task_id == TI.task_id,
+            XComModel.map_index == TI.map_index,
+            XComModel.key == "metrics",
+        )
+    )
+    stmt = (
+        select(TI)
+        .where(TI.dag_id.in_(dag_ids))
+        .where(or_(TI.operator.in_(TRAINING_OPERATORS), and_(pushes_metrics, TI.operator.not_in(NOT_TRAINING))))
+        .order_by(TI.start_date.desc().nulls_first(), TI.dag_id, TI.run_id, TI.task_id)
+        .limit(limit)
+    )
+    tis = list(session.scalars(stmt))
+    return _describe(session, tis)
+
+
+def get_training_run(
+    session: Any, dag_id: str, run_id: str, task_id: str | None = None, map_index: int = -1
+) -> dict[str, Any] | None:
+    """One DAG run's training task: the named one, else (no name, or another task's page) its first one."""
+    runs = list_runs_of(session, dag_id, run_id)
+    named = [r for r in runs if r["task_id"] == task_id and r["map_index"] == map_index]
+    return (named or runs or [None])[0]
+
+
+def list_runs_of(session: Any, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The training task instances of one DAG run, by task id."""
+    from airflow.models.taskinstance import TaskInstance as TI
+    from sqlalchemy import select
+
+    stmt = (
+        select(TI)
+        .where(TI.dag_id == dag_id, TI.run_id == run_id, TI.operator.not_in(NOT_TRAINING))
+        .order_by(TI.task_id, TI.map_index)
+    )
+    tis = list(session.scalars(stmt))
+    described = _describe(session, tis)
+    return [r for r in described if r["operator"] in TRAINING_OPERATORS or r["metrics"] is not None]
+
+
+def _describe(session: Any, tis: list[Any]) -> list[dict[str, Any]]:
+    if not tis:
+        return []
+    xcoms = _xcoms(session, tis)
+    layouts = _layouts(session, tis)
+    versions = _registered_versions(session, {(ti.dag_id, ti.run_id) for ti in tis})
+    rows = []
+    for ti in tis:
+        key = (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+        values = xcoms.get(key, {})
+        metrics = values.get("metrics")
+        cost = values.get("trainium_cost")
+        layout = dict(layouts.get(key, {}))
+        if isinstance(cost, dict):  # the cost record names the layout the job really ran with
+            layout.setdefault("instance_type", cost.get("instance_type"))
+            layout.setdefault("nodes", cost.get("nodes"))
+        output_uri = values.get("return_value")
+        rows.append(
+            {
+                "dag_id": ti.dag_id,
+                "run_id": ti.run_id,
+                "task_id": ti.task_id,
+                "map_index": ti.map_index,
+                "operator": ti.operator,
+                "state": ti.state.value if hasattr(ti.state, "value") else ti.state,
+                "try_number": ti.try_number,
+                "start_date": _iso(ti.start_date),
+                "end_date": _iso(ti.end_date),
+                "duration_s": ti.duration,
+                "layout": layout,
+                "output_uri": output_uri if isinstance(output_uri, str) else None,
+                "metrics": metrics if isinstance(metrics, dict) else None,
+                "final": final_metrics(metrics if isinstance(metrics, dict) else {}),
+                "cost": cost if isinstance(cost, dict) else None,
+                "job": values.get("job") if isinstance(values.get("job"), dict) else None,
+                "model": versions.get((ti.dag_id, ti.run_id)),
+            }
+        )
+    return rows
+
+
+def final_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The final loss and accuracy a summary reports (the trainers name them differently), None when absent."""
+    loss = next((metrics[k] for k in ("final_loss", "eval_loss", "loss") if metrics.get(k) is not None), None)
+    accuracy = next((metrics[k] for k in ("accuracy", "eval_accuracy") if metrics.get(k) is not None), None)
+    return {"loss": loss, "accuracy": accuracy}
+
+
+def _xcoms(session: Any, tis: list[Any]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    stmt = select(XComModel).where(
+        XComModel.dag_id.in_({ti.dag_id for ti in tis}),
+        XComModel.run_id.in_({ti.run_id for ti in tis}),
+        XComModel.task_id.in_({ti.task_id for ti in tis}),
+        XComModel.key.in_(RUN_KEYS),
+    )
+    wanted = {(ti.dag_id, ti.run_id, ti.task_id, ti.map_index) for ti in tis}
+    out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    for row in session.scalars(stmt):
+        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
+        if key in wanted:
+            out.setdefault(key, {})[row.key] = _xcom_value(row)
+    return out
+
+
+def _layouts(session: Any, tis: list[Any]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """Instance type, nodes, processes per node and compute as the task rendered them."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
+    from sqlalchemy import select
+
+    stmt = select(RTIF).where(
+        RTIF.dag_id.in_({ti.dag_id for ti in tis}),
+        RTIF.run_id.in_({ti.run_id for ti in tis}),
+        RTIF.task_id.in_({ti.task_id for ti in tis}),
+    )
+    out = {}
+    for row in session.scalars(stmt):
+        fields = row.rendered_fields if isinstance(row.rendered_fields, dict) else {}
+        out[(row.dag_id, row.run_id, row.task_id, row.map_index)] = {
+            k: fields[k] for k in LAYOUT_FIELDS if fields.get(k) not in (None, "", "None")
+        }
+    return out
+
+
+def _registered_versions(session: Any, runs: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The model version each DAG run's ``RegisterModelOperator`` registered (its ``return_value``)."""
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import and_, select
+
+    stmt = (
+        select(XComModel)
+        .join(
+            TI,
+            and_(
+                TI.dag_id == XComModel.dag_id,
+                TI.run_id == XComModel.run_id,
+                TI.task_id == XComModel.task_id,
+                TI.map_index == XComModel.map_index,
+            ),
+        )
+        .where(
+            TI.operator == REGISTER_OPERATOR,
+            XComModel.key == "return_value",
+            XComModel.dag_id.in_({d for d, _ in runs}),
+            XComModel.run_id.in_({r for _, r in runs}),
+        )
+    )
+    out = {}
+    for row in session.scalars(stmt):
+        value = _xcom_value(row)
+        if (row.dag_id, row.run_id) in runs and isinstance(value, dict) and "version" in value:
+            out[(row.dag_id, row.run_id)] = {k: value.get(k) for k in ("name", "version", "uri")}
+    return out
+
+
+def previous_versions(run: dict[str, Any], candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs that registered earlier versions of the same model, newest first (for comparison on the run page)."""
+    model = run.get("model") or {}
+    if not model.get("name"):
+        return []
+    older = [
+        c
+        for c in candidates
+        if (c.get("model") or {}).get("name") == model["name"]
+        and isinstance((c.get("model") or {}).get("version"), int)
+        and c["model"]["version"] < model["version"]
+    ]
+    by_version: dict[int, dict[str, Any]] = {}
+    for c in older:  # the same version registered again (a retry) keeps the newest run listed first
+        by_version.setdefault(c["model"]["version"], c)
+    return [by_version[v] for v in sorted(by_version, reverse=True)]

@@ -1,0 +1,232 @@
+/* The Trainium view: the run list, or one run's charts when the URL names a DAG run (?dag_id=&run_id=).
+ * Every chart keeps the series it was given in its data-series attribute (JSON), so tests and users can
+ * check what is plotted against the metrics stream. */
+(function () {
+  "use strict";
+  const params = new URLSearchParams(window.location.search);
+  const main = document.getElementById("main");
+  const status = document.getElementById("status");
+  const DASH = "\u2014";
+  const COLORS = ["#2563eb", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#0ea5e9", "#84cc16", "#ec4899"];
+
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v !== null && v !== undefined) node.setAttribute(k, v);
+    }
+    for (const c of [].concat(children || [])) {
+      node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return node;
+  }
+
+  async function getJson(path) {
+    const resp = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!resp.ok) {
+      const body = await resp.text();
+      throw new Error(resp.status + " " + body);
+    }
+    return resp.json();
+  }
+
+  function num(v, digits) {
+    return typeof v === "number" && isFinite(v) ? v.toFixed(digits) : DASH;
+  }
+
+  function duration(s) {
+    if (typeof s !== "number") return DASH;
+    if (s < 90) return s.toFixed(0) + " s";
+    if (s < 5400) return (s / 60).toFixed(1) + " min";
+    return (s / 3600).toFixed(2) + " h";
+  }
+
+  function cost(c) {
+    if (!c || typeof c.usd !== "number") return DASH;
+    const usd = "$" + c.usd.toFixed(2);
+    return c.is_estimate ? usd + " (est. $" + Number(c.estimate_usd).toFixed(2) + ")" : usd;
+  }
+
+  function layout(l) {
+    if (!l || !l.instance_type) return DASH;
+    const procs = l.processes_per_node ? " \u00d7 " + l.processes_per_node + " proc" : "";
+    return l.instance_type + " \u00d7 " + (l.nodes || 1) + procs + (l.compute ? " (" + l.compute + ")" : "");
+  }
+
+  function version(m) {
+    return m && m.name ? m.name + " v" + m.version : DASH;
+  }
+
+  function runHref(r) {
+    const q = new URLSearchParams({ dag_id: r.dag_id, run_id: r.run_id, task_id: r.task_id });
+    if (r.map_index !== -1) q.set("map_index", r.map_index);
+    return "?" + q.toString();
+  }
+
+  function stateBadge(state) {
+    return el("span", { class: "state state-" + (state || "none") }, state || "none");
+  }
+
+  function runsTable(runs, withLinks) {
+    const head = ["DAG", "run", "task", "state", "layout", "duration", "cost", "final loss", "accuracy", "version"];
+    const rows = runs.map((r) =>
+      el("tr", { "data-testid": "run-row", "data-dag-id": r.dag_id, "data-run-id": r.run_id, "data-task-id": r.task_id }, [
+        el("td", {}, r.dag_id),
+        el("td", {}, withLinks ? el("a", { href: runHref(r) }, r.run_id) : r.run_id),
+        el("td", {}, r.task_id),
+        el("td", {}, stateBadge(r.state)),
+        el("td", {}, layout(r.layout)),
+        el("td", { class: "num" }, duration(r.duration_s)),
+        el("td", { class: "num", "data-col": "cost" }, cost(r.cost)),
+        el("td", { class: "num" }, num(r.final.loss, 4)),
+        el("td", { class: "num" }, num(r.final.accuracy, 4)),
+        el("td", { "data-col": "version" }, version(r.model)),
+      ])
+    );
+    return el("table", { "data-testid": "runs" }, [el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))), el("tbody", {}, rows)]);
+  }
+
+  /* Several {x, y} series on one chart: uPlot wants one shared, ascending x; gaps are null. */
+  function align(named) {
+    const xs = Array.from(new Set(named.flatMap((s) => s.x.filter((x) => x !== null)))).sort((a, b) => a - b);
+    const index = new Map(xs.map((x, i) => [x, i]));
+    const ys = named.map((s) => {
+      const y = new Array(xs.length).fill(null);
+      s.x.forEach((x, i) => {
+        if (index.has(x)) y[index.get(x)] = s.y[i];
+      });
+      return y;
+    });
+    return [xs].concat(ys);
+  }
+
+  function chart(key, title, xLabel, named) {
+    const shown = named.filter((s) => s.y.some((v) => v !== null));
+    const box = el("div", { class: "chart", "data-chart": key }, el("h3", {}, title));
+    const plotted = {};
+    shown.forEach((s) => (plotted[s.label] = { x: s.x, y: s.y }));
+    box.setAttribute("data-series", JSON.stringify(plotted));
+    if (!shown.length) {
+      box.append(el("p", { class: "empty" }, "nothing recorded"));
+      return box;
+    }
+    const draw = () => {
+      const opts = {
+        width: Math.max(360, box.clientWidth - 16),
+        height: 240,
+        scales: { x: { time: false } },
+        axes: [{ label: xLabel }, { size: 64 }],
+        series: [{ label: xLabel }].concat(
+          shown.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: i ? 1 : 2, spanGaps: true }))
+        ),
+      };
+      new uPlot(opts, align(shown), box);
+      box.setAttribute("data-rendered", "true");
+    };
+    requestAnimationFrame(draw);
+    return box;
+  }
+
+  /* The summary's final loss, else the last loss the stream recorded (MNIST's summary reports accuracy only). */
+  function finalLoss(run, series) {
+    if (typeof run.final.loss === "number") return num(run.final.loss, 4);
+    const ys = series ? series.loss.y.filter((v) => v !== null) : [];
+    return ys.length ? num(ys[ys.length - 1], 4) + " (last streamed)" : DASH;
+  }
+
+  function summary(run, series) {
+    const items = [
+      ["DAG run", el("a", { href: "/dags/" + encodeURIComponent(run.dag_id) + "/runs/" + encodeURIComponent(run.run_id), target: "_top" }, run.dag_id + " / " + run.run_id)],
+      ["task", run.task_id + " (try " + run.try_number + ")"],
+      ["state", stateBadge(run.state)],
+      ["layout", layout(run.layout)],
+      ["duration", duration(run.duration_s)],
+      ["cost", cost(run.cost)],
+      ["price", run.cost ? "$" + run.cost.price_per_node_hour_usd + " per node-hour (" + run.cost.price_date + ")" : DASH],
+      ["final loss", finalLoss(run, series)],
+      ["accuracy", num(run.final.accuracy, 4)],
+      ["registered", version(run.model)],
+      ["output", run.output_uri || DASH],
+    ];
+    return el("dl", { class: "summary", "data-testid": "summary" }, items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+  }
+
+  function label(entry, current) {
+    return current ? "this run" : version(entry.run.model);
+  }
+
+  function runCharts(detail) {
+    const s = detail.series;
+    const others = detail.previous.filter((p) => p.series);
+    const loss = [{ label: "this run", x: s.loss.x, y: s.loss.y }].concat(
+      others.map((p) => ({ label: label(p, false), x: p.series.loss.x, y: p.series.loss.y }))
+    );
+    const tput = [
+      { label: "samples/s", x: s.throughput.x, y: s.throughput.samples_per_s },
+      { label: "tokens/s", x: s.throughput.x, y: s.throughput.tokens_per_s },
+    ];
+    const mfu = [{ label: "this run", x: s.mfu.x, y: s.mfu.y }].concat(
+      others.map((p) => ({ label: label(p, false), x: p.series.mfu.x, y: p.series.mfu.y }))
+    );
+    const cores = Object.entries(s.neuroncores.cores).map(([name, y]) => ({ label: name, x: s.neuroncores.x, y: y }));
+    const hosts = Object.entries(s.host.cpu).map(([name, y]) => ({ label: name + " CPU", x: s.host.x, y: y }));
+    const evals = [
+      { label: "eval loss", x: s.eval.x, y: s.eval.loss },
+      { label: "eval accuracy", x: s.eval.x, y: s.eval.accuracy },
+    ];
+    return el("div", { class: "charts" }, [
+      chart("loss", "Loss", "step", loss),
+      chart("throughput", "Throughput", "seconds", tput),
+      chart("mfu", "MFU", "step", mfu),
+      chart("neuroncores", "NeuronCore utilization (%)", "seconds", cores),
+      chart("host", "Host CPU utilization (%)", "seconds", hosts),
+      chart("eval", "Evaluation", "step", evals),
+    ]);
+  }
+
+  async function showRun() {
+    const q = new URLSearchParams();
+    if (params.get("task_id")) q.set("task_id", params.get("task_id"));
+    const mapIndex = params.get("map_index");
+    if (mapIndex && /^-?\d+$/.test(mapIndex)) q.set("map_index", mapIndex);
+    const path = "api/runs/" + encodeURIComponent(params.get("dag_id")) + "/" + encodeURIComponent(params.get("run_id"));
+    const detail = await getJson(path + (q.toString() ? "?" + q : ""));
+    const run = detail.run;
+    main.append(el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series));
+    if (detail.series) {
+      const p = detail.series.progress;
+      if (p && p.step !== null && p.total_steps) {
+        main.append(el("p", { "data-testid": "progress" }, "step " + p.step + "/" + p.total_steps + " (" + Math.round((100 * p.step) / p.total_steps) + "%)"));
+      }
+      main.append(runCharts(detail));
+    } else {
+      main.append(el("p", { class: "empty", "data-testid": "no-stream" }, "No metrics stream for this run: its job wrote no stream/ folder under its output."));
+    }
+    main.append(el("h3", {}, "Previous versions of " + (run.model ? run.model.name : "this model")));
+    if (detail.previous.length) {
+      main.append(runsTable(detail.previous.map((p) => p.run), true));
+    } else {
+      main.append(el("p", { class: "empty", "data-testid": "no-previous" }, "none"));
+    }
+    status.textContent = "run " + run.run_id;
+  }
+
+  async function showList() {
+    const data = await getJson("api/runs");
+    if (!data.runs.length) {
+      main.append(el("p", { class: "empty", "data-testid": "no-runs" }, "No training runs yet in the DAGs you may read."));
+    } else {
+      main.append(runsTable(data.runs, true));
+    }
+    status.textContent = data.total + " training run" + (data.total === 1 ? "" : "s");
+  }
+
+  (params.get("dag_id") && params.get("run_id") ? showRun() : showList())
+    .then(() => document.body.setAttribute("data-loaded", "true"))
+    .catch((err) => {
+      if (err.message.startsWith("404")) {
+        main.append(el("p", { class: "empty", "data-testid": "not-found" }, "No training task in this DAG run."));
+      }
+      status.textContent = "error: " + err.message;
+      document.body.setAttribute("data-loaded", "error");
+    });
+})();

@@ -1,0 +1,183 @@
+"""The Trainium view in a real browser (Debian's chromium driven by Playwright) against the real api-server of the
+deployment, over one finished local MNIST run.
+
+Screenshots go to test-artifacts/screenshots/ (printed by the tests)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlparse
+
+import pytest
+
+from airflow_provider_trainium.devserver.deployment import USERNAME
+from airflow_provider_trainium.plugins.app import MAX_COMPARED
+from tests.e2e.conftest import SCREENSHOTS, wait_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+MNIST = "trainium_mnist_mlp"
+VIEW = "/trainium"
+ENDPOINTS = ["/", "/api/runs", f"/api/runs/{MNIST}/any-run", "/static/uPlot.iife.min.js", "/static/trainium-view.js"]
+
+
+@pytest.fixture(scope="module")
+def run(api, deployment) -> dict[str, Any]:
+    """One finished local MNIST run, shared by every test here."""
+    api.unpause(MNIST)
+    resp = api.trigger(MNIST, {"compute": "local"})
+    resp.raise_for_status()
+    run_id = resp.json()["dag_run_id"]
+    assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
+    return {
+        "run_id": run_id,
+        "output_uri": api.xcom(MNIST, run_id, "train"),
+        "version": api.xcom(MNIST, run_id, "register")["version"],
+    }
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} not found: run .ci/system-deps.sh (Debian's chromium package)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, deployment, request) -> Iterator[Any]:
+    """A page logged in through Airflow's login form; its last state is saved as a screenshot."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    page.goto(f"{deployment.url}/")
+    page.locator("input[name=username]").fill(USERNAME)
+    page.locator("input[name=password]").fill(deployment.password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(r"^(?!.*/auth/login).*$"))
+    page.wait_for_load_state("networkidle")
+    yield page
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / f"trainium-view-{re.sub(r'[^A-Za-z0-9_.-]+', '-', request.node.name)}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+    context.close()
+
+
+def loaded(frame) -> None:
+    """Wait until the view has rendered what its JSON said (or shown its error)."""
+    frame.locator("body[data-loaded]").wait_for()
+    assert frame.locator("body").get_attribute("data-loaded") == "true", frame.locator("#status").inner_text()
+
+
+def stream_records(output_uri: str) -> dict[str, list[dict[str, Any]]] | None:
+    """The run's metrics stream read straight from its files (contract: stream/<source>/<seq>.jsonl)."""
+    root = Path(unquote(urlparse(output_uri).path)) / "stream"
+    if not root.is_dir():
+        return None
+    out = {}
+    for source in sorted(p for p in root.iterdir() if p.is_dir()):
+        lines = [line for chunk in sorted(source.glob("*.jsonl")) for line in chunk.read_text().splitlines()]
+        out[source.name] = [r for r in map(json.loads, filter(None, lines)) if r.get("v") == 1]
+    return out
+
+
+def test_anonymous_requests_to_every_endpoint_are_refused(deployment):
+    import requests
+
+    for path in ENDPOINTS:
+        url = f"{deployment.url}{VIEW}{path}"
+        assert requests.get(url, timeout=30).status_code in (401, 403), path
+        forged = {"Authorization": "Bearer not-a-token"}
+        assert requests.get(url, headers=forged, timeout=30).status_code in (401, 403), path
+        assert requests.get(url, cookies={"_token": "not-a-token"}, timeout=30).status_code in (401, 403), path
+
+
+def test_plugin_is_registered_with_navigation_run_and_task_views(api):
+    plugin = next(p for p in api.get("plugins")["plugins"] if p["name"] == "trainium")
+    assert [a["url_prefix"] for a in plugin["fastapi_apps"]] == [VIEW]
+    views = {v["destination"]: v for v in plugin["external_views"]}
+    assert set(views) == {"nav", "dag_run", "task_instance"}
+    assert "{RUN_ID}" in views["dag_run"]["href"] and "{TASK_ID}" in views["task_instance"]["href"]
+
+
+def test_run_list_shows_layout_cost_metrics_and_version(page, deployment, api, run):
+    body = api.session.get(f"{deployment.url}{VIEW}/api/runs", timeout=60).json()  # the same login, as JSON
+    listed = {(r["run_id"], r["task_id"]): r for r in body["runs"] if r["dag_id"] == MNIST}
+    row = listed[(run["run_id"], "train")]
+    assert row["state"] == "success" and row["output_uri"] == run["output_uri"]
+    assert row["model"]["name"] == "mnist-mlp" and row["model"]["version"] == run["version"]
+    assert row["final"]["accuracy"] == api.xcom(MNIST, run["run_id"], "train", "metrics")["accuracy"]
+    assert row["layout"]["compute"] == "local" and row["layout"]["instance_type"]
+
+    page.goto(f"{deployment.url}/plugin/trainium")  # through Airflow's navigation: the view in its frame
+    frame = page.frame_locator("iframe").first
+    loaded(frame)
+    shown = frame.locator(f'tr[data-testid=run-row][data-run-id="{run["run_id"]}"][data-task-id=train]')
+    assert shown.locator("[data-col=version]").inner_text() == f"mnist-mlp v{run['version']}"
+    cost = shown.locator("[data-col=cost]").inner_text()
+    assert cost == "\u2014" if row["cost"] is None else cost.startswith("$0.00 (est. $"), cost
+
+
+def test_run_page_plots_the_metrics_stream(page, deployment, run):
+    # The DAG run page's tab: the view in an iframe with the run filled in.
+    page.goto(f"{deployment.url}/dags/{MNIST}/runs/{quote(run['run_id'], safe='')}/plugin/trainium-run")
+    frame = page.frame_locator("iframe").first
+    loaded(frame)
+    assert frame.locator("h2").inner_text().endswith("train")
+    # The deployment's registry is fresh: every older version of the model came from a run listed here.
+    assert frame.locator("tr[data-testid=run-row]").count() == min(run["version"] - 1, MAX_COMPARED)
+
+    sources = stream_records(run["output_uri"])
+    if sources is None:
+        assert frame.locator("[data-testid=no-stream]").is_visible()
+        pytest.skip("stream writer not present: the run wrote no stream/ folder")
+    train = [r for r in sources.get("train", []) if r.get("kind") == "train"]
+    assert train, "the stream holds no train record"
+    frame.locator("[data-chart=loss][data-rendered=true]").wait_for()
+    plotted = json.loads(frame.locator("[data-chart=loss]").get_attribute("data-series"))
+    assert plotted == {"this run": {"x": [r["step"] for r in train], "y": [r["loss"] for r in train]}}
+    throughput = json.loads(frame.locator("[data-chart=throughput]").get_attribute("data-series"))
+    samples = [r["samples_per_s"] for r in train]
+    if any(v is not None for v in samples):
+        assert throughput["samples/s"]["y"] == samples
+    device = [r for name, recs in sources.items() if name.startswith("monitor-") for r in recs if r["kind"] == "device"]
+    cores = json.loads(frame.locator("[data-chart=neuroncores]").get_attribute("data-series"))
+    for record in device:  # every core the monitor reported is a plotted series
+        for core in record["neuroncores"]:
+            assert f"node{record['node']}/nc{core}" in cores
+    host = [r for name, recs in sources.items() if name.startswith("monitor-") for r in recs if r["kind"] == "host"]
+    cpu = json.loads(frame.locator("[data-chart=host]").get_attribute("data-series"))
+    assert sorted(cpu) == sorted({f"node{r['node']} CPU" for r in host if r.get("cpu_percent") is not None})
+
+
+def test_plain_page_shows_every_chart_of_the_run(page, deployment, run):
+    """The view outside Airflow's frame (the address ``make demo`` prints); its screenshot is the README's."""
+    page.goto(f"{deployment.url}{VIEW}/?dag_id={MNIST}&run_id={quote(run['run_id'], safe='')}")
+    loaded(page)
+    if stream_records(run["output_uri"]) is None:
+        pytest.skip("stream writer not present: the run wrote no stream/ folder")
+    charts = page.locator("[data-chart]")
+    assert charts.count() == 6
+    page.locator("[data-chart=loss][data-rendered=true]").wait_for()
+    assert page.locator("[data-chart=loss] canvas").count() == 1
+
+
+def test_task_instance_page_opens_the_same_run(page, deployment, run):
+    page.goto(f"{deployment.url}/dags/{MNIST}/runs/{quote(run['run_id'], safe='')}/tasks/train/plugin/trainium-task")
+    frame = page.frame_locator("iframe").first
+    loaded(frame)
+    assert run["run_id"] in frame.locator("[data-testid=summary]").inner_text()
+    assert frame.locator("#status").inner_text() == f"run {run['run_id']}"

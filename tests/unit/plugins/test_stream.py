@@ -1,0 +1,84 @@
+"""Reading the live metrics stream back and turning it into the run page's series."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from airflow_provider_trainium.plugins.stream import build_series, parse_chunk, read_stream
+
+
+def write_chunk(root: Path, source: str, seq: int, records: list[dict], tail: str = "") -> None:
+    folder = root / "stream" / source
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{seq:06d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+
+
+def train(step: int, loss: float, t: float, **extra) -> dict:
+    record = {"v": 1, "kind": "train", "time": t, "step": step, "total_steps": 4, "epoch": 0, "loss": loss}
+    return {**record, "samples_per_s": 100.0 + step, "tokens_per_s": None, "mfu": None, "lr": 0.1, **extra}
+
+
+def test_no_stream_folder_reads_as_none(tmp_path):
+    assert read_stream(tmp_path.as_uri()) is None
+
+
+def test_chunks_are_read_in_sequence_order_per_source(tmp_path):
+    write_chunk(tmp_path, "train", 1, [train(3, 0.7, 1003.0), train(4, 0.6, 1004.0)])
+    write_chunk(tmp_path, "train", 0, [train(1, 0.9, 1001.0), train(2, 0.8, 1002.0)])
+    # Written out of order, so no file system's listing order happens to be the sequence order.
+    for seq in (5, 9, 2, 11, 7, 10, 3, 8, 4, 6):
+        write_chunk(tmp_path, "train", seq, [train(seq + 3, 0.5, 1003.0 + seq)])
+    device = {"v": 1, "kind": "device", "time": 1000.5, "node": 0, "neuroncores": {"0": 40.0, "1": 60.0},
+              "device_mem_used_bytes": 1}  # fmt: skip
+    write_chunk(tmp_path, "monitor-node0", 0, [device])
+    sources = read_stream(tmp_path.as_uri())
+    assert [r["step"] for r in sources["train"]] == [1, 2, 3, 4, *range(5, 15)]
+    sources["train"] = sources["train"][:4]
+    series = build_series(sources)
+    assert series["loss"] == {"x": [1, 2, 3, 4], "y": [0.9, 0.8, 0.7, 0.6]}
+    assert series["throughput"]["x"] == [0.5, 1.5, 2.5, 3.5]  # seconds since the first record of any source
+    assert series["throughput"]["samples_per_s"] == [101.0, 102.0, 103.0, 104.0]
+    assert series["neuroncores"] == {"x": [0.0], "cores": {"node0/nc0": [40.0], "node0/nc1": [60.0]}}
+    assert series["progress"] == {"step": 4, "total_steps": 4}
+
+
+def test_a_torn_line_and_unknown_records_are_skipped():
+    text = json.dumps(train(1, 0.5, 1.0)) + "\n" + json.dumps({"v": 2, "kind": "train"}) + "\n" + '{"v": 1, "ki'
+    assert [r["step"] for r in parse_chunk(text)] == [1]
+    series = build_series({"train": parse_chunk(text) + [{"v": 1, "kind": "future", "time": 2.0}]})
+    assert series["loss"]["x"] == [1]
+
+
+def test_non_finite_values_become_gaps():
+    series = build_series({"train": [train(1, math.nan, 1.0), train(2, math.inf, 2.0), train(3, 0.1, 3.0)]})
+    assert series["loss"]["y"] == [None, None, 0.1]
+    json.dumps(series, allow_nan=False)  # what the API answers must be strict JSON
+
+
+def test_cores_of_two_nodes_leave_gaps_where_the_other_node_sampled():
+    def device(node: int, t: float, util: float) -> dict:
+        return {"v": 1, "kind": "device", "time": t, "node": node, "neuroncores": {"0": util}}
+
+    series = build_series({"monitor-node0": [device(0, 1.0, 10.0)], "monitor-node1": [device(1, 2.0, 20.0)]})
+    assert series["neuroncores"] == {"x": [0.0, 1.0], "cores": {"node0/nc0": [10.0, None], "node1/nc0": [None, 20.0]}}
+
+
+def test_eval_records_are_their_own_series():
+    evals = [{"v": 1, "kind": "eval", "time": 5.0, "step": 4, "loss": 0.3, "accuracy": 0.9}]
+    series = build_series({"train": [train(4, 0.4, 4.0), *evals]})
+    assert series["eval"] == {"x": [4], "loss": [0.3], "accuracy": [0.9]}
+    assert series["loss"]["x"] == [4]
+
+
+def test_host_cpu_is_a_series_per_node():
+    def host(node: int, t: float, cpu: float) -> dict:
+        return {"v": 1, "kind": "host", "time": t, "node": node, "cpu_percent": cpu, "mem_used_bytes": 1,
+                "mem_total_bytes": 2}  # fmt: skip
+
+    series = build_series(
+        {"monitor-node0": [host(0, 1.0, 50.0), host(0, 3.0, 70.0)], "monitor-node1": [host(1, 2.0, 5.0)]}
+    )
+    assert series["host"] == {"x": [0.0, 1.0, 2.0], "cpu": {"node0": [50.0, None, 70.0], "node1": [None, 5.0, None]}}
+    assert series["neuroncores"] == {"x": [], "cores": {}}
