@@ -4,6 +4,7 @@ allowed prefixes) before any job starts."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from airflow.sdk import Param
@@ -18,13 +19,38 @@ COMPUTE_DESCRIPTION = "auto: local without a trainium_default connection, ECS fo
 IMAGE_PATTERN = r"^[^@\s]+@sha256:[0-9a-f]{64}$"
 
 
-def layout_params(instance_type: str = "trn1.2xlarge", nodes: int = 1) -> dict[str, Param]:
-    """``compute``, ``instance_type`` and ``nodes``; the cross-field rules are checked by ``check_layout``."""
-    return {
+def layout_params(
+    instance_type: str = "trn1.2xlarge",
+    nodes: int = 1,
+    *,
+    instance_types: Sequence[str] | None = None,
+    computes: Sequence[str] | None = None,
+    compute_description: str | None = None,
+) -> dict[str, Param]:
+    """``compute``, ``instance_type`` and ``nodes``; the cross-field rules are checked by ``check_layout``.
+
+    ``instance_types`` and ``computes`` narrow the choices a DAG offers (e.g. multi-node types only).
+    """
+    params = {
         "compute": Param("auto", enum=["auto", "local", "ecs", "batch"], description=COMPUTE_DESCRIPTION),
         "instance_type": Param(instance_type, enum=sorted(CATALOG)),
         "nodes": Param(nodes, type="integer", minimum=1, maximum=max(i.max_nodes for i in CATALOG.values())),
     }
+    if instance_types is not None:
+        params["instance_type"] = Param(instance_type, enum=sorted(instance_types))
+    if computes is not None:
+        params["compute"] = Param("auto", enum=list(computes), description=compute_description or COMPUTE_DESCRIPTION)
+    return params
+
+
+def runtime_param() -> Param:
+    """``runtime``: let the trainer pick (``auto``) or force its ``xla`` or ``eager`` runtime."""
+    return Param("auto", enum=["auto", "xla", "eager"], description="force the trainer's runtime")
+
+
+def tensor_parallel_param() -> Param:
+    """``tensor_parallel_size``: NeuronCores per tensor-parallel group (``check_layout`` checks it divides)."""
+    return Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32])
 
 
 def image_param() -> Param:

@@ -13,17 +13,17 @@ for identical files), so rerunning an interval never registers a second version 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-from airflow_provider_trainium.neuron.catalog import CATALOG
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium import dag_kit as kit
+from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from airflow_provider_trainium.params import image_param, layout_params
+from airflow_provider_trainium.params import image_param, layout_params, runtime_param, tensor_parallel_param
 
 MODEL_NAME = "llama-finetune"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
@@ -38,19 +38,7 @@ HOLDOUT_RECORDS = 200
 PROMOTE_MANUAL_RUNS = False
 
 
-def planned(key: str) -> str:
-    """A template for one URI (or value) of the run plan that ``check_params`` returns."""
-    return "{{ " + PLAN + "['" + key + "'] }}"
-
-
-LAYOUT = {
-    "compute": "{{ params.compute }}",
-    "instance_type": "{{ params.instance_type }}",
-    "nodes": "{{ params.nodes }}",
-    "image": "{{ params.image or '' }}",
-    "workload": "llm",
-    "env": {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"},
-}
+LAYOUT = kit.job_layout(workload="llm", env=RUNTIME_ENV)
 TRAIN_ARGS = [
     "--data-uri",
     planned("data_uri"),
@@ -76,6 +64,65 @@ TRAIN_ARGS = [
     planned("peak_tflops"),
 ]
 
+
+def run_plan(params: Mapping[str, Any], config: Any, context: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve the base model and the reference the fine-tune must beat; key every URI by the interval and
+    the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
+    from airflow_provider_trainium.params import check_input_param
+    from airflow_provider_trainium.registry import IntegrityError, NotFoundError
+
+    start = context.get("data_interval_start") or context["dag_run"].run_after
+    interval = start.strftime("%Y-%m-%d")
+    base_ref = params["base_model"].strip()
+    base_fingerprint = None
+    if "://" in base_ref or base_ref.startswith("/"):
+        check_input_param("base_model", base_ref, config)
+        base_uri = base_ref
+    else:
+        try:
+            base = kit.resolve_model(base_ref)
+        except (NotFoundError, IntegrityError, ValueError) as err:
+            raise AirflowFailException(
+                f"base_model {base_ref!r}: {err} (run trainium_llama_pretrain first, or pass a URI)"
+            ) from err
+        base_uri, base_fingerprint = base.uri, base.manifest.get("fingerprint")
+    base_uri = base_uri.rstrip("/")
+    key = finetune_spec_key(dict(params), base_uri, base_fingerprint, manual=kit.is_manual_run(context))
+    holdout_key = finetune_spec_key({"holdout": HOLDOUT_DATE, "records": HOLDOUT_RECORDS}, base_uri,
+                                    base_fingerprint, manual=False)  # fmt: skip
+    return {
+        **kit.stage_uris(kit.run_prefix(config, "llama", "finetune", interval, key)),
+        "interval": interval,
+        "spec_key": key,
+        "base_model_uri": base_uri,
+        "reference_uri": current_latest_uri(base_uri) or base_uri,
+        "input_uri": params["input_uri"].replace("{ds}", interval) if params.get("input_uri") else None,
+        "holdout_uri": kit.run_prefix(config, "llama", "finetune", "holdout", holdout_key),
+        "peak_tflops": kit.peak_tflops(params),
+    }
+
+
+def current_latest_uri(base_uri: str) -> str | None:
+    """The files of ``llama-finetune@latest`` when it was fine-tuned from the same base (so the two are
+    comparable on the same held-out set), after its sha256 check; else None."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.registry import IntegrityError
+
+    try:
+        latest = kit.resolve_model(f"{MODEL_NAME}@latest", missing_ok=True)
+    except IntegrityError as err:
+        raise AirflowFailException(f"cannot judge against {MODEL_NAME}@latest: {err}") from err
+    if latest is None:
+        return None
+    recorded = latest.manifest.get("base_model") or {}
+    same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
+    return latest.uri.rstrip("/") if same_base else None
+
+
 with DAG(
     dag_id="trainium_llama_finetune",
     description="Fine-tune the Llama model on each day's instructions; promote it when it beats its base",
@@ -87,7 +134,7 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     params={
         **layout_params(),
-        "tensor_parallel_size": Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32]),
+        "tensor_parallel_size": tensor_parallel_param(),
         "base_model": Param(
             "llama-pretrain@latest",
             type="string",
@@ -108,94 +155,10 @@ with DAG(
         "log_every": Param(10, type="integer", minimum=1),
         "checkpoint_every": Param(10, type="integer", minimum=0, description="0: only at the end"),
         "keep_checkpoints": Param(2, type="integer", minimum=1, maximum=100),
-        "runtime": Param("auto", enum=["auto", "xla", "eager"], description="force the trainer's runtime"),
+        "runtime": runtime_param(),
         "image": image_param(),
     },
 ) as dag:
-
-    @task
-    def check_params(params: dict | None = None, **context: Any) -> dict[str, Any]:
-        """Reject a bad layout, an untrusted image or an input outside the allowed prefixes before anything
-        starts; resolve the base model and the reference the fine-tune must beat; key every URI by the
-        interval and the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model."""
-        from airflow.providers.common.compat.sdk import AirflowFailException
-
-        from airflow_provider_trainium.hooks.trainium import TrainiumHook
-        from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
-        from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
-        from airflow_provider_trainium.params import check_image_param, check_input_param
-
-        config = TrainiumHook().get_config()
-        check_image_param(params.get("image"), config)
-        check_input_param("input_uri", params.get("input_uri"), config)
-        nodes = int(params["nodes"])
-        try:
-            check_layout(
-                params["instance_type"],
-                nodes,
-                tensor_parallel_size=int(params["tensor_parallel_size"]),
-                entry_point="trainer.llama.train",
-            )
-        except JobSpecError as err:
-            raise AirflowFailException(str(err)) from err
-        start = context.get("data_interval_start") or context["dag_run"].run_after
-        interval = start.strftime("%Y-%m-%d")
-        base_ref = params["base_model"].strip()
-        base_fingerprint = None
-        if "://" in base_ref or base_ref.startswith("/"):
-            check_input_param("base_model", base_ref, config)
-            base_uri = base_ref
-        else:
-            from airflow_provider_trainium.registry import IntegrityError, NotFoundError
-            from airflow_provider_trainium.registry.config import open_registry
-
-            try:
-                base = open_registry().resolve(base_ref)
-            except (NotFoundError, IntegrityError, ValueError) as err:
-                raise AirflowFailException(
-                    f"base_model {base_ref!r}: {err} (run trainium_llama_pretrain first, or pass a URI)"
-                ) from err
-            base_uri, base_fingerprint = base.uri, base.manifest.get("fingerprint")
-        base_uri = base_uri.rstrip("/")
-        reference_uri = current_latest_uri(base_uri)
-        root = config.artifact_root.rstrip("/")
-        run_type = str(getattr(context["dag_run"], "run_type", "")).rsplit(".", 1)[-1].lower()
-        key = finetune_spec_key(dict(params), base_uri, base_fingerprint, manual=run_type == "manual")
-        prefix = f"{root}/llama/finetune/{interval}/{key}"
-        holdout_key = finetune_spec_key({"holdout": HOLDOUT_DATE, "records": HOLDOUT_RECORDS}, base_uri,
-                                        base_fingerprint, manual=False)  # fmt: skip
-        return {
-            "interval": interval,
-            "spec_key": key,
-            "base_model_uri": base_uri,
-            "reference_uri": reference_uri or base_uri,
-            "input_uri": params["input_uri"].replace("{ds}", interval) if params.get("input_uri") else None,
-            "data_uri": f"{prefix}/data",
-            "holdout_uri": f"{root}/llama/finetune/holdout/{holdout_key}",
-            "checkpoint_uri": f"{prefix}/checkpoints",
-            "model_uri": f"{prefix}/model",
-            "eval_uri": f"{prefix}/evaluation",
-            "peak_tflops": CATALOG[params["instance_type"]].peak_bf16_tflops * nodes,
-        }
-
-    def current_latest_uri(base_uri: str) -> str | None:
-        """The files of ``llama-finetune@latest`` when it was fine-tuned from the same base (so the two
-        are comparable on the same held-out set), after its sha256 check; else None."""
-        from airflow.providers.common.compat.sdk import AirflowFailException
-
-        from airflow_provider_trainium.registry import IntegrityError, NotFoundError
-        from airflow_provider_trainium.registry.config import open_registry
-
-        try:
-            latest = open_registry().resolve(f"{MODEL_NAME}@latest")
-        except NotFoundError:
-            return None
-        except IntegrityError as err:
-            raise AirflowFailException(f"cannot judge against {MODEL_NAME}@latest: {err}") from err
-        recorded = latest.manifest.get("base_model") or {}
-        same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
-        return latest.uri.rstrip("/") if same_base else None
-
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
         entry_point="trainer.llama.data",
@@ -216,9 +179,7 @@ with DAG(
             "{{ data_interval_end | ds if data_interval_end else '' }}",
         ],
         output_uri=planned("data_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        image="{{ params.image or '' }}",
+        **kit.job_layout(single_node=True, instance_type=None),
     )
 
     prepare_holdout = NeuronJobOperator(
@@ -237,42 +198,18 @@ with DAG(
             "64",
         ],
         output_uri=planned("holdout_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        image="{{ params.image or '' }}",
+        **kit.job_layout(single_node=True, instance_type=None),
     )
 
-    @task.short_circuit
-    def has_data(plan: dict[str, Any]) -> bool:
-        """An empty interval ends the run here with a clear skip; malformed records are listed."""
-        import json
-
-        from airflow.sdk import ObjectStoragePath
-
-        index = json.loads((ObjectStoragePath(plan["data_uri"]) / "index.json").read_text())
-        if index.get("skipped"):
-            print(f"SKIP interval {plan['interval']}: nothing to fine-tune on: {index.get('reason')}")
-            return False
-        print(f"{index['records']} records, {index['malformed_count']} malformed (skipped): {index['malformed'][:20]}")
-        return True
-
-    compile_graphs = NeuronCompileOperator(
-        task_id="compile",
+    compile_graphs, finetune = kit.compile_then_train(
         entry_point="trainer.llama.train",
         job_args=TRAIN_ARGS,
-        trial_steps=10,
+        layout=LAYOUT,
+        train_task_id="finetune",
         cache_key_extra={"base_model": planned("base_model_uri")},
-        **LAYOUT,
-    )
-    finetune = NeuronTrainingOperator(
-        task_id="finetune",
-        entry_point="trainer.llama.train",
-        job_args=TRAIN_ARGS,
         output_uri=planned("model_uri"),
         checkpoint_uri=planned("checkpoint_uri"),
-        compile_cache_uri="{{ ti.xcom_pull(task_ids='compile')['compile_cache_uri'] }}",
         execution_timeout=timedelta(hours=12),
-        **LAYOUT,
     )
     evaluate = NeuronJobOperator(
         task_id="evaluate",
@@ -290,11 +227,7 @@ with DAG(
             str(MIN_IMPROVEMENT),
         ],
         output_uri=planned("eval_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        instance_type="{{ params.instance_type }}",
-        image="{{ params.image or '' }}",
-        env=LAYOUT["env"],
+        **kit.job_layout(single_node=True, env=RUNTIME_ENV),
     )
     register = RegisterModelOperator(
         task_id="register",
@@ -303,18 +236,14 @@ with DAG(
         dataset_uri=planned("data_uri"),
         checkpoint_uri=planned("checkpoint_uri"),
         base_model="{{ params.base_model }}",
-        image="{{ params.image or '' }}",
+        image=kit.IMAGE_FROM_PARAMS,
     )
 
     @task.short_circuit
     def improved(plan: dict[str, Any], registered: dict[str, Any]) -> bool:
         """Promote only a model that beats the current ``latest`` (or its base) on the fixed held-out set.
         ``promote_latest`` moves forward only, so rerunning an old interval never moves ``latest`` back."""
-        import json
-
-        from airflow.sdk import ObjectStoragePath
-
-        result = json.loads((ObjectStoragePath(plan["eval_uri"]) / "evaluation.json").read_text())
+        result = kit.read_evaluation(plan)
         verdict = "improves on" if result["improved"] else "does not improve on"
         print(
             f"version {registered['version']}: held-out loss {result['eval_loss']} {verdict} the reference's "
@@ -332,8 +261,9 @@ with DAG(
         forward_only=True,
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
-    plan = check_params()
-    data_ok = has_data(plan)
-    plan >> prepare_data >> data_ok >> compile_graphs >> finetune >> evaluate >> register
+    plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
+    data_ok = kit.has_data_task(plan, skip_message="SKIP interval {interval}: nothing to fine-tune on: {reason}")
+    plan >> prepare_data >> data_ok >> compile_graphs
+    finetune >> evaluate >> register
     data_ok >> prepare_holdout >> evaluate
     improved(plan, register.output) >> promote
