@@ -1,5 +1,6 @@
 """The pieces every Trainium DAG repeats, so a DAG file reads like its pipeline diagram.
 
+* ``dag_args``, ``param_args``: the DAG arguments every Trainium DAG shares; trainer flags from run params.
 * ``job_layout``: the operator arguments that put a job where the run params say (compute, instance type,
   nodes, image), as templates.
 * ``check_params_task``: the first task. It refuses a bad layout, an untrusted image or an input outside the
@@ -17,6 +18,7 @@ Importing this module is cheap (no boto3, torch or numpy): task bodies import wh
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import task
@@ -38,12 +40,33 @@ IMAGE_FROM_PARAMS = "{{ params.image or '' }}"
 #: Passes the ``runtime`` param (``runtime_param``) to the trainer; ``auto`` lets it choose.
 RUNTIME_ENV = {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"}
 
+#: Trainer flags whose name is not the param's name with dashes.
+FLAG_NAMES = {"learning_rate": "--lr"}
+
 PlanFunction = Callable[[Mapping[str, Any], "TrainiumConfig", Mapping[str, Any]], dict[str, Any]]
 
 
 def planned(key: str, task_id: str = PLAN_TASK_ID) -> str:
     """A template for one value of the run plan that the ``task_id`` task returned."""
     return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
+
+
+def dag_args(*, retries: int = 1, start_date: datetime = datetime(2026, 1, 1)) -> dict[str, Any]:
+    """The DAG arguments every Trainium DAG shares: a fixed start date, no catchup, and ``retries`` per task
+    (a retry attaches to the job an earlier try started, it never starts a second one)."""
+    args: dict[str, Any] = {"start_date": start_date, "catchup": False}
+    if retries:
+        args["default_args"] = {"retries": retries, "retry_delay": timedelta(seconds=10)}
+    return args
+
+
+def param_args(*names: str) -> list[str]:
+    """Trainer flags for run params, in order: ``max_steps`` -> ``["--max-steps", "{{ params.max_steps }}"]``
+    (``learning_rate`` is ``--lr``)."""
+    args: list[str] = []
+    for name in names:
+        args += [FLAG_NAMES.get(name, "--" + name.replace("_", "-")), "{{ params." + name + " }}"]
+    return args
 
 
 def job_layout(

@@ -53,6 +53,28 @@ def tensor_parallel_param() -> Param:
     return Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32])
 
 
+def training_params(
+    *,
+    max_steps: int,
+    batch_size: int,
+    learning_rate: float,
+    checkpoint_every: int,
+    log_every: int = 10,
+    keep_checkpoints: int = 2,
+) -> dict[str, Param]:
+    """The training loop's params (steps, batch, learning rate, logging, checkpoints) with their defaults."""
+    return {
+        "max_steps": Param(max_steps, type="integer", minimum=1, maximum=1_000_000),
+        "batch_size": Param(
+            batch_size, type="integer", minimum=1, maximum=1024, description="sequences per data-parallel rank"
+        ),
+        "learning_rate": Param(learning_rate, type="number", exclusiveMinimum=0, maximum=1),
+        "log_every": Param(log_every, type="integer", minimum=1),
+        "checkpoint_every": Param(checkpoint_every, type="integer", minimum=0, description="0: only at the end"),
+        "keep_checkpoints": Param(keep_checkpoints, type="integer", minimum=1, maximum=100),
+    }
+
+
 def image_param() -> Param:
     """``image``: none (the connection's image, or the one the DAG builds) or a digest in the configured repo."""
     return Param(

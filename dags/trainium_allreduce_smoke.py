@@ -9,11 +9,11 @@ CPU client has no cross-process collectives, so there the reduction goes through
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
-from airflow_provider_trainium.dag_kit import check_params_task, job_layout
+from airflow_provider_trainium.dag_kit import check_params_task, dag_args, job_layout
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.params import image_param, layout_params
@@ -24,9 +24,8 @@ with DAG(
     dag_id="trainium_allreduce_smoke",
     description="N nodes all-reduce a tensor and check the sum: validates a cluster before a long run",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     tags=["trainium", "smoke"],
+    **dag_args(retries=0),
     params={
         **layout_params(
             "trn1.32xlarge",

@@ -14,7 +14,7 @@ for identical files), so rerunning an interval never registers a second version 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
@@ -23,7 +23,13 @@ from airflow_provider_trainium import dag_kit as kit
 from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
-from airflow_provider_trainium.params import image_param, layout_params, runtime_param, tensor_parallel_param
+from airflow_provider_trainium.params import (
+    image_param,
+    layout_params,
+    runtime_param,
+    tensor_parallel_param,
+    training_params,
+)
 
 MODEL_NAME = "llama-finetune"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
@@ -44,22 +50,10 @@ TRAIN_ARGS = [
     planned("data_uri"),
     "--base-model-uri",
     planned("base_model_uri"),
-    "--max-steps",
-    "{{ params.max_steps }}",
-    "--batch-size",
-    "{{ params.batch_size }}",
-    "--lr",
-    "{{ params.learning_rate }}",
+    *kit.param_args("max_steps", "batch_size", "learning_rate"),
     "--warmup-steps",
     "2",
-    "--log-every",
-    "{{ params.log_every }}",
-    "--checkpoint-every",
-    "{{ params.checkpoint_every }}",
-    "--keep-checkpoints",
-    "{{ params.keep_checkpoints }}",
-    "--tensor-parallel-size",
-    "{{ params.tensor_parallel_size }}",
+    *kit.param_args("log_every", "checkpoint_every", "keep_checkpoints", "tensor_parallel_size"),
     "--peak-tflops",
     planned("peak_tflops"),
 ]
@@ -127,11 +121,9 @@ with DAG(
     dag_id="trainium_llama_finetune",
     description="Fine-tune the Llama model on each day's instructions; promote it when it beats its base",
     schedule="@daily",
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     max_active_runs=2,
     tags=["trainium", "llama"],
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    **kit.dag_args(),
     params={
         **layout_params(),
         "tensor_parallel_size": tensor_parallel_param(),
@@ -149,12 +141,7 @@ with DAG(
             description="the interval's instruction JSONL; '{ds}' becomes the interval date. None: synthetic",
         ),
         "synthetic_records": Param(200, type="integer", minimum=1, maximum=10_000_000),
-        "max_steps": Param(30, type="integer", minimum=1, maximum=1_000_000),
-        "batch_size": Param(8, type="integer", minimum=1, maximum=1024, description="sequences per data-parallel rank"),
-        "learning_rate": Param(1e-3, type="number", exclusiveMinimum=0, maximum=1),
-        "log_every": Param(10, type="integer", minimum=1),
-        "checkpoint_every": Param(10, type="integer", minimum=0, description="0: only at the end"),
-        "keep_checkpoints": Param(2, type="integer", minimum=1, maximum=100),
+        **training_params(max_steps=30, batch_size=8, learning_rate=1e-3, checkpoint_every=10),
         "runtime": runtime_param(),
         "image": image_param(),
     },

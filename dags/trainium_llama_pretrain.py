@@ -12,7 +12,7 @@ compute, or with an ``image`` given, the build is skipped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,13 @@ from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
 from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
-from airflow_provider_trainium.params import image_param, layout_params, runtime_param, tensor_parallel_param
+from airflow_provider_trainium.params import (
+    image_param,
+    layout_params,
+    runtime_param,
+    tensor_parallel_param,
+    training_params,
+)
 
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b"]
@@ -41,22 +47,8 @@ LAYOUT = kit.job_layout(IMAGE, workload="llm", env=RUNTIME_ENV)
 TRAIN_ARGS = [
     "--data-uri",
     planned("data_uri"),
-    "--preset",
-    "{{ params.preset }}",
-    "--max-steps",
-    "{{ params.max_steps }}",
-    "--batch-size",
-    "{{ params.batch_size }}",
-    "--lr",
-    "{{ params.learning_rate }}",
-    "--log-every",
-    "{{ params.log_every }}",
-    "--checkpoint-every",
-    "{{ params.checkpoint_every }}",
-    "--keep-checkpoints",
-    "{{ params.keep_checkpoints }}",
-    "--tensor-parallel-size",
-    "{{ params.tensor_parallel_size }}",
+    *kit.param_args("preset", "max_steps", "batch_size", "learning_rate", "log_every", "checkpoint_every"),
+    *kit.param_args("keep_checkpoints", "tensor_parallel_size"),
     "--peak-tflops",
     planned("peak_tflops"),
 ]
@@ -76,23 +68,16 @@ with DAG(
     dag_id="trainium_llama_pretrain",
     description="Pretrain a Llama-architecture model on Trainium (or locally) and register it",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     max_active_runs=1,
     tags=["trainium", "llama"],
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    **kit.dag_args(),
     params={
         **layout_params(),
         "tensor_parallel_size": tensor_parallel_param(),
         "preset": Param("tiny", enum=PRESETS),
-        "max_steps": Param(60, type="integer", minimum=1, maximum=1_000_000),
-        "batch_size": Param(8, type="integer", minimum=1, maximum=1024, description="sequences per data-parallel rank"),
+        **training_params(max_steps=60, batch_size=8, learning_rate=3e-3, checkpoint_every=20),
         "block_size": Param(64, type="integer", minimum=8, maximum=32768, description="tokens per sequence"),
         "vocab_size": Param(512, type="integer", minimum=64, maximum=256_000),
-        "learning_rate": Param(3e-3, type="number", exclusiveMinimum=0, maximum=1),
-        "log_every": Param(10, type="integer", minimum=1),
-        "checkpoint_every": Param(20, type="integer", minimum=0, description="0: only at the end"),
-        "keep_checkpoints": Param(2, type="integer", minimum=1, maximum=100),
         "input_uri": Param(None, type=["null", "string"], description="text/JSONL corpus; none: synthetic"),
         "synthetic_records": Param(400, type="integer", minimum=1, maximum=10_000_000),
         "runtime": runtime_param(),

@@ -6,11 +6,18 @@ for more) by configuration alone: set ``compute`` or define the ``trainium_defau
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import DAG, Param
 
-from airflow_provider_trainium.dag_kit import IMAGE_FROM_PARAMS, check_params_task, compile_then_train, job_layout
+from airflow_provider_trainium.dag_kit import (
+    IMAGE_FROM_PARAMS,
+    check_params_task,
+    compile_then_train,
+    dag_args,
+    job_layout,
+    param_args,
+)
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.params import image_param, layout_params
@@ -21,23 +28,15 @@ MIN_ACCURACY = 0.9
 PROMOTE_MANUAL_RUNS = True
 
 DATA_URI = "{{ ti.xcom_pull(task_ids='prepare_data') }}"
-TRAIN_ARGS = [
-    "--data-uri", DATA_URI,
-    "--epochs", "{{ params.epochs }}",
-    "--batch-size", "{{ params.batch_size }}",
-    "--lr", "{{ params.learning_rate }}",
-    "--momentum", "0.9",
-]  # fmt: skip
+TRAIN_ARGS = ["--data-uri", DATA_URI, *param_args("epochs", "batch_size", "learning_rate"), "--momentum", "0.9"]
 
 with DAG(
     dag_id="trainium_mnist_mlp",
     description="Train the MNIST MLP on Trainium (or locally) and register it",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     max_active_runs=1,
     tags=["trainium", "example"],
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    **dag_args(),
     params={
         **layout_params(),
         "epochs": Param(5, type="integer", minimum=1, maximum=100),
