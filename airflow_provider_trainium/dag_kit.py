@@ -7,6 +7,7 @@
   allowed prefixes before anything paid starts, and may return the run's plan (its URIs), which later tasks
   read with ``planned(key)``.
 * ``has_data_task``: ends a run with a clear skip when data preparation found nothing to train on.
+* ``evaluation_gate_task``, ``promote_latest``: promote a registered model only when its evaluation passed.
 * ``image_branch_task``: builds the training image only for remote compute without an ``image`` param.
 * ``compile_then_train``: the compile step and the training step on the same layout, the cache wired through.
 * Helpers for task bodies (``trainium_config``, ``run_prefix``, ``stage_uris``, ``peak_tflops``,
@@ -25,6 +26,7 @@ from airflow.sdk import task
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 
 if TYPE_CHECKING:
@@ -229,6 +231,41 @@ def has_data_task(
         return True
 
     return has_data(plan)
+
+
+def evaluation_gate_task(
+    plan: XComArg,
+    *,
+    describe: Callable[[dict[str, Any], dict[str, Any], Any], str],
+    registered: XComArg | None = None,
+    task_id: str = "passes_gate",
+) -> XComArg:
+    """Short-circuits promotion unless the evaluation job's ``evaluation.json`` says ``improved``; prints
+    ``describe(result, plan, registered)`` so the log says why (``registered``: the register task's value)."""
+
+    @task.short_circuit(task_id=task_id)
+    def gate(plan: dict[str, Any], registered: Any = None) -> bool:
+        result = read_evaluation(plan)
+        print(describe(result, plan, registered))
+        return bool(result["improved"])
+
+    return gate(plan, registered)
+
+
+def promote_latest(
+    model_name: str, *, reason: str, promote_manual_runs: bool, register_task_id: str = "register"
+) -> PromoteModelAliasOperator:
+    """Moves ``latest`` to the version the register task returned, forward only: rerunning an old interval
+    never moves it back; ``promote_manual_runs`` says whether manually triggered runs may move it."""
+    return PromoteModelAliasOperator(
+        task_id="promote_latest",
+        model_name=model_name,
+        alias="latest",
+        version="{{ ti.xcom_pull(task_ids='" + register_task_id + "')['version'] }}",
+        reason=reason,
+        forward_only=True,
+        promote_manual_runs=promote_manual_runs,
+    )
 
 
 def image_branch_task(*, build_task_id: str, skip_to: str, task_id: str = "image_needed") -> XComArg:

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
 from airflow_provider_trainium import dag_kit as kit
 from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
+from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.params import (
     image_param,
     layout_params,
@@ -115,6 +115,16 @@ def current_latest_uri(base_uri: str) -> str | None:
     recorded = latest.manifest.get("base_model") or {}
     same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
     return latest.uri.rstrip("/") if same_base else None
+
+
+def gate_verdict(result: dict[str, Any], plan: dict[str, Any], registered: dict[str, Any]) -> str:
+    """Promote only a model that beats the current ``latest`` (or its base) on the fixed held-out set.
+    ``promote_latest`` moves forward only, so rerunning an old interval never moves ``latest`` back."""
+    verdict = "improves on" if result["improved"] else "does not improve on"
+    return (
+        f"version {registered['version']}: held-out loss {result['eval_loss']} {verdict} the reference's "
+        f"{result['base_eval_loss']} (by at least {MIN_IMPROVEMENT}; reference {plan['reference_uri']})"
+    )
 
 
 with DAG(
@@ -226,26 +236,9 @@ with DAG(
         image=kit.IMAGE_FROM_PARAMS,
     )
 
-    @task.short_circuit
-    def improved(plan: dict[str, Any], registered: dict[str, Any]) -> bool:
-        """Promote only a model that beats the current ``latest`` (or its base) on the fixed held-out set.
-        ``promote_latest`` moves forward only, so rerunning an old interval never moves ``latest`` back."""
-        result = kit.read_evaluation(plan)
-        verdict = "improves on" if result["improved"] else "does not improve on"
-        print(
-            f"version {registered['version']}: held-out loss {result['eval_loss']} {verdict} the reference's "
-            f"{result['base_eval_loss']} (by at least {MIN_IMPROVEMENT}; reference {plan['reference_uri']})"
-        )
-        return bool(result["improved"])
-
-    promote = PromoteModelAliasOperator(
-        task_id="promote_latest",
-        model_name=MODEL_NAME,
-        alias="latest",
-        version="{{ ti.xcom_pull(task_ids='register')['version'] }}",
-        reason="evaluation improved on the held-out set for interval "
-        "{{ ti.xcom_pull(task_ids='check_params')['interval'] }}",
-        forward_only=True,
+    promote = kit.promote_latest(
+        MODEL_NAME,
+        reason="evaluation improved on the held-out set for interval " + planned("interval"),
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
     plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
@@ -253,4 +246,5 @@ with DAG(
     plan >> prepare_data >> data_ok >> compile_graphs
     finetune >> evaluate >> register
     data_ok >> prepare_holdout >> evaluate
-    improved(plan, register.output) >> promote
+    gate = kit.evaluation_gate_task(plan, describe=gate_verdict, registered=register.output, task_id="improved")
+    gate >> promote

@@ -16,13 +16,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
 from airflow_provider_trainium import dag_kit as kit
 from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
 from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
+from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.params import (
     image_param,
     layout_params,
@@ -62,6 +62,15 @@ def run_plan(params: Mapping[str, Any], config: Any, context: Mapping[str, Any])
         "tokenizer_uri": f"{prefix}/data/tokenizer.json",
         "peak_tflops": kit.peak_tflops(params),
     }
+
+
+def gate_verdict(result: dict[str, Any], plan: dict[str, Any], registered: Any) -> str:
+    """Promote only a model whose held-out loss clears the DAG's fixed gate."""
+    verdict = "passes" if result["improved"] else "fails"
+    return (
+        f"eval loss {result['eval_loss']} vs untrained {result['base_eval_loss']}: {verdict} the gate "
+        f"(at least {MIN_IMPROVEMENT_OVER_UNTRAINED} lower)"
+    )
 
 
 with DAG(
@@ -144,28 +153,11 @@ with DAG(
         **kit.job_layout(IMAGE, single_node=True, env=RUNTIME_ENV),
     )
 
-    @task.short_circuit
-    def passes_gate(plan: dict[str, Any]) -> bool:
-        """Promote only a model whose held-out loss clears the DAG's fixed gate."""
-        result = kit.read_evaluation(plan)
-        verdict = "passes" if result["improved"] else "fails"
-        print(
-            f"eval loss {result['eval_loss']} vs untrained {result['base_eval_loss']}: {verdict} the gate "
-            f"(at least {MIN_IMPROVEMENT_OVER_UNTRAINED} lower)"
-        )
-        return bool(result["improved"])
-
-    promote = PromoteModelAliasOperator(
-        task_id="promote_latest",
-        model_name=MODEL_NAME,
-        alias="latest",
-        version="{{ ti.xcom_pull(task_ids='register')['version'] }}",
-        reason="held-out loss cleared the pretraining gate",
-        forward_only=True,
-        promote_manual_runs=PROMOTE_MANUAL_RUNS,
+    promote = kit.promote_latest(
+        MODEL_NAME, reason="held-out loss cleared the pretraining gate", promote_manual_runs=PROMOTE_MANUAL_RUNS
     )
     plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
     plan >> kit.image_branch_task(build_task_id="build_image", skip_to="prepare_data") >> [build_image, prepare_data]
     build_image >> prepare_data >> kit.has_data_task(plan) >> compile_graphs
     pretrain >> evaluate >> register
-    register >> passes_gate(plan) >> promote
+    register >> kit.evaluation_gate_task(plan, describe=gate_verdict) >> promote
