@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, Param
 
@@ -30,6 +30,9 @@ from airflow_provider_trainium.params import (
     tensor_parallel_param,
     training_params,
 )
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 MODEL_NAME = "llama-finetune"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
@@ -59,7 +62,7 @@ TRAIN_ARGS = [
 ]
 
 
-def run_plan(params: Mapping[str, Any], config: Any, context: Mapping[str, Any]) -> dict[str, Any]:
+def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
     """Resolve the base model and the reference the fine-tune must beat; key every URI by the interval and
     the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model."""
     from airflow.providers.common.compat.sdk import AirflowFailException

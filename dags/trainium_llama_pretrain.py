@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, Param
 
@@ -30,6 +30,9 @@ from airflow_provider_trainium.params import (
     tensor_parallel_param,
     training_params,
 )
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b"]
@@ -54,7 +57,7 @@ TRAIN_ARGS = [
 ]
 
 
-def run_plan(params: Mapping[str, Any], config: Any, context: Mapping[str, Any]) -> dict[str, Any]:
+def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
     """This run's URIs under ``<artifact root>/llama/pretrain/<run key>``, and the peak for MFU."""
     prefix = kit.run_prefix(config, "llama", "pretrain", run_id=context["run_id"])
     return {
