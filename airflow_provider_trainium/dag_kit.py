@@ -149,6 +149,11 @@ def stage_uris(prefix: str) -> dict[str, str]:
     }
 
 
+def planned_training_uris(task_id: str = PLAN_TASK_ID) -> dict[str, str]:
+    """The training step's ``output_uri`` and ``checkpoint_uri`` from a plan laid out with ``stage_uris``."""
+    return {"output_uri": planned("model_uri", task_id), "checkpoint_uri": planned("checkpoint_uri", task_id)}
+
+
 def peak_tflops(params: Mapping[str, Any]) -> float:
     """The layout's BF16 peak (all nodes), the denominator of the trainer's MFU."""
     from airflow_provider_trainium.neuron.catalog import CATALOG

@@ -207,8 +207,7 @@ with DAG(
         layout=LAYOUT,
         train_task_id="finetune",
         cache_key_extra={"base_model": planned("base_model_uri")},
-        output_uri=planned("model_uri"),
-        checkpoint_uri=planned("checkpoint_uri"),
+        **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=12),
     )
     evaluate = NeuronJobOperator(

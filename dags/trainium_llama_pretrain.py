@@ -127,8 +127,7 @@ with DAG(
         layout=LAYOUT,
         train_task_id="pretrain",
         cache_key_extra={"vocab_size": "{{ params.vocab_size }}", "block_size": "{{ params.block_size }}"},
-        output_uri=planned("model_uri"),
-        checkpoint_uri=planned("checkpoint_uri"),
+        **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=48),
     )
     register = RegisterModelOperator(
