@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import task
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
-from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
 
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+    from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
+    from airflow_provider_trainium.operators.training import NeuronTrainingOperator
     from airflow_provider_trainium.registry import ModelVersion
 
 #: The first task's id; its return value is the run plan that ``planned`` reads.
@@ -262,6 +262,8 @@ def promote_latest(
 ) -> PromoteModelAliasOperator:
     """Moves ``latest`` to the version the register task returned, forward only: rerunning an old interval
     never moves it back; ``promote_manual_runs`` says whether manually triggered runs may move it."""
+    from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
+
     return PromoteModelAliasOperator(
         task_id="promote_latest",
         model_name=model_name,
@@ -300,6 +302,9 @@ def compile_then_train(
 ) -> tuple[NeuronCompileOperator, NeuronTrainingOperator]:
     """The compile step (a short trial that fills the compile cache) and the training job on the same layout
     and arguments, so the cache key matches; training reads the cache the compile step returned."""
+    from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+    from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+
     compile_op = NeuronCompileOperator(
         task_id=compile_task_id,
         entry_point=entry_point,
