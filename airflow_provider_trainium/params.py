@@ -4,7 +4,7 @@ allowed prefixes) before any job starts."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from airflow.sdk import Param
@@ -19,19 +19,66 @@ if TYPE_CHECKING:
 IMAGE_PATTERN = r"^[^@\s]+@sha256:[0-9a-f]{64}$"
 
 
-def layout_params(instance_type: str = "trn1.2xlarge", nodes: int = 1) -> dict[str, Param]:
-    """``compute``, ``instance_type`` and ``nodes``; the cross-field rules are checked by ``check_layout``."""
-    return {
+def layout_params(
+    instance_type: str = "trn1.2xlarge",
+    nodes: int = 1,
+    *,
+    instance_types: Sequence[str] | None = None,
+    computes: Sequence[str] | None = None,
+    compute_description: str | None = None,
+) -> dict[str, Param]:
+    """``compute``, ``instance_type`` and ``nodes``; the cross-field rules are checked by ``check_layout``.
+
+    ``instance_types`` and ``computes`` narrow the choices a DAG offers (e.g. multi-node types only).
+    """
+    params = {
         "compute": compute_param(),
         "instance_type": Param(instance_type, enum=sorted(CATALOG)),
         "nodes": Param(nodes, type="integer", minimum=1, maximum=max(i.max_nodes for i in CATALOG.values())),
     }
+    if instance_types is not None:
+        params["instance_type"] = Param(instance_type, enum=sorted(instance_types))
+    if computes is not None:
+        params["compute"] = compute_param(only=computes, description=compute_description)
+    return params
 
 
-def compute_param(only: Collection[str] | None = None) -> Param:
+def runtime_param() -> Param:
+    """``runtime``: let the trainer pick (``auto``) or force its ``xla`` or ``eager`` runtime."""
+    return Param("auto", enum=["auto", "xla", "eager"], description="force the trainer's runtime")
+
+
+def tensor_parallel_param() -> Param:
+    """``tensor_parallel_size``: NeuronCores per tensor-parallel group (``check_layout`` checks it divides)."""
+    return Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32])
+
+
+def training_params(
+    *,
+    max_steps: int,
+    batch_size: int,
+    learning_rate: float,
+    checkpoint_every: int,
+    log_every: int = 10,
+    keep_checkpoints: int = 2,
+) -> dict[str, Param]:
+    """The training loop's params (steps, batch, learning rate, logging, checkpoints) with their defaults."""
+    return {
+        "max_steps": Param(max_steps, type="integer", minimum=1, maximum=1_000_000),
+        "batch_size": Param(
+            batch_size, type="integer", minimum=1, maximum=1024, description="sequences per data-parallel rank"
+        ),
+        "learning_rate": Param(learning_rate, type="number", exclusiveMinimum=0, maximum=1),
+        "log_every": Param(log_every, type="integer", minimum=1),
+        "checkpoint_every": Param(checkpoint_every, type="integer", minimum=0, description="0: only at the end"),
+        "keep_checkpoints": Param(keep_checkpoints, type="integer", minimum=1, maximum=100),
+    }
+
+
+def compute_param(only: Collection[str] | None = None, description: str | None = None) -> Param:
     """``compute``: ``auto`` or a registered backend (``only`` narrows it, e.g. to the multi-node ones)."""
     choices = [c for c in compute_choices() if only is None or c == AUTO or c in only]
-    description = f"{AUTO}: picks one by connection and nodes; {compute_description()}"
+    description = description or f"{AUTO}: picks one by connection and nodes; {compute_description()}"
     return Param(AUTO, enum=choices, description=description)
 
 

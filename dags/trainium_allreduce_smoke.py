@@ -9,13 +9,14 @@ CPU client has no cross-process collectives, so there the reduction goes through
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
+from airflow_provider_trainium.dag_kit import check_params_task, dag_args, job_layout
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.params import image_param
+from airflow_provider_trainium.params import image_param, layout_params
 
 MULTI_NODE_TYPES = sorted(name for name, it in CATALOG.items() if it.multi_node)
 
@@ -23,47 +24,25 @@ with DAG(
     dag_id="trainium_allreduce_smoke",
     description="N nodes all-reduce a tensor and check the sum: validates a cluster before a long run",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     tags=["trainium", "smoke"],
+    **dag_args(retries=0),
     params={
-        "compute": Param(
-            "auto",
-            enum=["auto", "local", "batch"],
-            description="auto: local without a trainium_default connection, else AWS Batch",
+        **layout_params(
+            "trn1.32xlarge",
+            2,
+            instance_types=MULTI_NODE_TYPES,
+            computes=["auto", "local", "batch"],
+            compute_description="auto: local without a trainium_default connection, else AWS Batch",
         ),
-        "nodes": Param(2, type="integer", minimum=1, maximum=64),
-        "instance_type": Param("trn1.32xlarge", enum=MULTI_NODE_TYPES),
         "bandwidth_mb": Param(16, type="number", minimum=0, maximum=4096, description="timed all-reduce size"),
         "image": image_param(),
     },
 ) as dag:
-
-    @task
-    def check_layout(params: dict | None = None) -> None:
-        """Reject an impossible layout or an untrusted image before any instance starts."""
-        from airflow.providers.common.compat.sdk import AirflowFailException
-
-        from airflow_provider_trainium.hooks.trainium import TrainiumHook
-        from airflow_provider_trainium.neuron.spec import JobSpecError
-        from airflow_provider_trainium.neuron.spec import check_layout as check
-        from airflow_provider_trainium.params import check_image_param
-
-        check_image_param(params.get("image"), TrainiumHook().get_config())
-
-        try:
-            check(params["instance_type"], int(params["nodes"]), entry_point="trainer.allreduce")
-        except JobSpecError as err:
-            raise AirflowFailException(str(err)) from err
-
     allreduce = NeuronJobOperator(
         task_id="allreduce",
         entry_point="trainer.allreduce",
         job_args=["--bandwidth-mb", "{{ params.bandwidth_mb }}"],
-        compute="{{ params.compute }}",
-        instance_type="{{ params.instance_type }}",
-        nodes="{{ params.nodes }}",
-        image="{{ params.image or '' }}",
+        **job_layout(),
         execution_timeout=timedelta(minutes=30),
     )
-    check_layout() >> allreduce
+    check_params_task("trainer.allreduce", task_id="check_layout") >> allreduce

@@ -13,17 +13,26 @@ for identical files), so rerunning an interval never registers a second version 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
-from airflow_provider_trainium.neuron.catalog import CATALOG
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium import dag_kit as kit
+from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from airflow_provider_trainium.params import image_param, layout_params
+from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.params import (
+    image_param,
+    layout_params,
+    runtime_param,
+    tensor_parallel_param,
+    training_params,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 MODEL_NAME = "llama-finetune"
 PLAN = "ti.xcom_pull(task_ids='check_params')"
@@ -38,56 +47,99 @@ HOLDOUT_RECORDS = 200
 PROMOTE_MANUAL_RUNS = False
 
 
-def planned(key: str) -> str:
-    """A template for one URI (or value) of the run plan that ``check_params`` returns."""
-    return "{{ " + PLAN + "['" + key + "'] }}"
-
-
-LAYOUT = {
-    "compute": "{{ params.compute }}",
-    "instance_type": "{{ params.instance_type }}",
-    "nodes": "{{ params.nodes }}",
-    "image": "{{ params.image or '' }}",
-    "workload": "llm",
-    "env": {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"},
-}
+LAYOUT = kit.job_layout(workload="llm", env=RUNTIME_ENV)
 TRAIN_ARGS = [
     "--data-uri",
     planned("data_uri"),
     "--base-model-uri",
     planned("base_model_uri"),
-    "--max-steps",
-    "{{ params.max_steps }}",
-    "--batch-size",
-    "{{ params.batch_size }}",
-    "--lr",
-    "{{ params.learning_rate }}",
+    *kit.param_args("max_steps", "batch_size", "learning_rate"),
     "--warmup-steps",
     "2",
-    "--log-every",
-    "{{ params.log_every }}",
-    "--checkpoint-every",
-    "{{ params.checkpoint_every }}",
-    "--keep-checkpoints",
-    "{{ params.keep_checkpoints }}",
-    "--tensor-parallel-size",
-    "{{ params.tensor_parallel_size }}",
+    *kit.param_args("log_every", "checkpoint_every", "keep_checkpoints", "tensor_parallel_size"),
     "--peak-tflops",
     planned("peak_tflops"),
 ]
+
+
+def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve the base model and the reference the fine-tune must beat; key every URI by the interval and
+    the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
+    from airflow_provider_trainium.params import check_input_param
+    from airflow_provider_trainium.registry import IntegrityError, NotFoundError
+
+    start = context.get("data_interval_start") or context["dag_run"].run_after
+    interval = start.strftime("%Y-%m-%d")
+    base_ref = params["base_model"].strip()
+    base_fingerprint = None
+    if "://" in base_ref or base_ref.startswith("/"):
+        check_input_param("base_model", base_ref, config)
+        base_uri = base_ref
+    else:
+        try:
+            base = kit.resolve_model(base_ref)
+        except (NotFoundError, IntegrityError, ValueError) as err:
+            raise AirflowFailException(
+                f"base_model {base_ref!r}: {err} (run trainium_llama_pretrain first, or pass a URI)"
+            ) from err
+        base_uri, base_fingerprint = base.uri, base.manifest.get("fingerprint")
+    base_uri = base_uri.rstrip("/")
+    key = finetune_spec_key(dict(params), base_uri, base_fingerprint, manual=kit.is_manual_run(context))
+    holdout_key = finetune_spec_key({"holdout": HOLDOUT_DATE, "records": HOLDOUT_RECORDS}, base_uri,
+                                    base_fingerprint, manual=False)  # fmt: skip
+    return {
+        **kit.stage_uris(kit.run_prefix(config, "llama", "finetune", interval, key)),
+        "interval": interval,
+        "spec_key": key,
+        "base_model_uri": base_uri,
+        "reference_uri": current_latest_uri(base_uri) or base_uri,
+        "input_uri": params["input_uri"].replace("{ds}", interval) if params.get("input_uri") else None,
+        "holdout_uri": kit.run_prefix(config, "llama", "finetune", "holdout", holdout_key),
+        "peak_tflops": kit.peak_tflops(params),
+    }
+
+
+def current_latest_uri(base_uri: str) -> str | None:
+    """The files of ``llama-finetune@latest`` when it was fine-tuned from the same base (so the two are
+    comparable on the same held-out set), after its sha256 check; else None."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.registry import IntegrityError
+
+    try:
+        latest = kit.resolve_model(f"{MODEL_NAME}@latest", missing_ok=True)
+    except IntegrityError as err:
+        raise AirflowFailException(f"cannot judge against {MODEL_NAME}@latest: {err}") from err
+    if latest is None:
+        return None
+    recorded = latest.manifest.get("base_model") or {}
+    same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
+    return latest.uri.rstrip("/") if same_base else None
+
+
+def gate_verdict(result: dict[str, Any], plan: dict[str, Any], registered: dict[str, Any]) -> str:
+    """Promote only a model that beats the current ``latest`` (or its base) on the fixed held-out set.
+    ``promote_latest`` moves forward only, so rerunning an old interval never moves ``latest`` back."""
+    verdict = "improves on" if result["improved"] else "does not improve on"
+    return (
+        f"version {registered['version']}: held-out loss {result['eval_loss']} {verdict} the reference's "
+        f"{result['base_eval_loss']} (by at least {MIN_IMPROVEMENT}; reference {plan['reference_uri']})"
+    )
+
 
 with DAG(
     dag_id="trainium_llama_finetune",
     description="Fine-tune the Llama model on each day's instructions; promote it when it beats its base",
     schedule="@daily",
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     max_active_runs=2,
     tags=["trainium", "llama"],
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    **kit.dag_args(),
     params={
         **layout_params(),
-        "tensor_parallel_size": Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32]),
+        "tensor_parallel_size": tensor_parallel_param(),
         "base_model": Param(
             "llama-pretrain@latest",
             type="string",
@@ -102,100 +154,11 @@ with DAG(
             description="the interval's instruction JSONL; '{ds}' becomes the interval date. None: synthetic",
         ),
         "synthetic_records": Param(200, type="integer", minimum=1, maximum=10_000_000),
-        "max_steps": Param(30, type="integer", minimum=1, maximum=1_000_000),
-        "batch_size": Param(8, type="integer", minimum=1, maximum=1024, description="sequences per data-parallel rank"),
-        "learning_rate": Param(1e-3, type="number", exclusiveMinimum=0, maximum=1),
-        "log_every": Param(10, type="integer", minimum=1),
-        "checkpoint_every": Param(10, type="integer", minimum=0, description="0: only at the end"),
-        "keep_checkpoints": Param(2, type="integer", minimum=1, maximum=100),
-        "runtime": Param("auto", enum=["auto", "xla", "eager"], description="force the trainer's runtime"),
+        **training_params(max_steps=30, batch_size=8, learning_rate=1e-3, checkpoint_every=10),
+        "runtime": runtime_param(),
         "image": image_param(),
     },
 ) as dag:
-
-    @task
-    def check_params(params: dict | None = None, **context: Any) -> dict[str, Any]:
-        """Reject a bad layout, an untrusted image or an input outside the allowed prefixes before anything
-        starts; resolve the base model and the reference the fine-tune must beat; key every URI by the
-        interval and the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model."""
-        from airflow.providers.common.compat.sdk import AirflowFailException
-
-        from airflow_provider_trainium.hooks.trainium import TrainiumHook
-        from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
-        from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
-        from airflow_provider_trainium.params import check_image_param, check_input_param
-
-        config = TrainiumHook().get_config()
-        check_image_param(params.get("image"), config)
-        check_input_param("input_uri", params.get("input_uri"), config)
-        nodes = int(params["nodes"])
-        try:
-            check_layout(
-                params["instance_type"],
-                nodes,
-                tensor_parallel_size=int(params["tensor_parallel_size"]),
-                entry_point="trainer.llama.train",
-            )
-        except JobSpecError as err:
-            raise AirflowFailException(str(err)) from err
-        start = context.get("data_interval_start") or context["dag_run"].run_after
-        interval = start.strftime("%Y-%m-%d")
-        base_ref = params["base_model"].strip()
-        base_fingerprint = None
-        if "://" in base_ref or base_ref.startswith("/"):
-            check_input_param("base_model", base_ref, config)
-            base_uri = base_ref
-        else:
-            from airflow_provider_trainium.registry import IntegrityError, NotFoundError
-            from airflow_provider_trainium.registry.config import open_registry
-
-            try:
-                base = open_registry().resolve(base_ref)
-            except (NotFoundError, IntegrityError, ValueError) as err:
-                raise AirflowFailException(
-                    f"base_model {base_ref!r}: {err} (run trainium_llama_pretrain first, or pass a URI)"
-                ) from err
-            base_uri, base_fingerprint = base.uri, base.manifest.get("fingerprint")
-        base_uri = base_uri.rstrip("/")
-        reference_uri = current_latest_uri(base_uri)
-        root = config.artifact_root.rstrip("/")
-        run_type = str(getattr(context["dag_run"], "run_type", "")).rsplit(".", 1)[-1].lower()
-        key = finetune_spec_key(dict(params), base_uri, base_fingerprint, manual=run_type == "manual")
-        prefix = f"{root}/llama/finetune/{interval}/{key}"
-        holdout_key = finetune_spec_key({"holdout": HOLDOUT_DATE, "records": HOLDOUT_RECORDS}, base_uri,
-                                        base_fingerprint, manual=False)  # fmt: skip
-        return {
-            "interval": interval,
-            "spec_key": key,
-            "base_model_uri": base_uri,
-            "reference_uri": reference_uri or base_uri,
-            "input_uri": params["input_uri"].replace("{ds}", interval) if params.get("input_uri") else None,
-            "data_uri": f"{prefix}/data",
-            "holdout_uri": f"{root}/llama/finetune/holdout/{holdout_key}",
-            "checkpoint_uri": f"{prefix}/checkpoints",
-            "model_uri": f"{prefix}/model",
-            "eval_uri": f"{prefix}/evaluation",
-            "peak_tflops": CATALOG[params["instance_type"]].peak_bf16_tflops * nodes,
-        }
-
-    def current_latest_uri(base_uri: str) -> str | None:
-        """The files of ``llama-finetune@latest`` when it was fine-tuned from the same base (so the two
-        are comparable on the same held-out set), after its sha256 check; else None."""
-        from airflow.providers.common.compat.sdk import AirflowFailException
-
-        from airflow_provider_trainium.registry import IntegrityError, NotFoundError
-        from airflow_provider_trainium.registry.config import open_registry
-
-        try:
-            latest = open_registry().resolve(f"{MODEL_NAME}@latest")
-        except NotFoundError:
-            return None
-        except IntegrityError as err:
-            raise AirflowFailException(f"cannot judge against {MODEL_NAME}@latest: {err}") from err
-        recorded = latest.manifest.get("base_model") or {}
-        same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
-        return latest.uri.rstrip("/") if same_base else None
-
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
         entry_point="trainer.llama.data",
@@ -216,9 +179,7 @@ with DAG(
             "{{ data_interval_end | ds if data_interval_end else '' }}",
         ],
         output_uri=planned("data_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        image="{{ params.image or '' }}",
+        **kit.job_layout(single_node=True, instance_type=None),
     )
 
     prepare_holdout = NeuronJobOperator(
@@ -237,42 +198,17 @@ with DAG(
             "64",
         ],
         output_uri=planned("holdout_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        image="{{ params.image or '' }}",
+        **kit.job_layout(single_node=True, instance_type=None),
     )
 
-    @task.short_circuit
-    def has_data(plan: dict[str, Any]) -> bool:
-        """An empty interval ends the run here with a clear skip; malformed records are listed."""
-        import json
-
-        from airflow.sdk import ObjectStoragePath
-
-        index = json.loads((ObjectStoragePath(plan["data_uri"]) / "index.json").read_text())
-        if index.get("skipped"):
-            print(f"SKIP interval {plan['interval']}: nothing to fine-tune on: {index.get('reason')}")
-            return False
-        print(f"{index['records']} records, {index['malformed_count']} malformed (skipped): {index['malformed'][:20]}")
-        return True
-
-    compile_graphs = NeuronCompileOperator(
-        task_id="compile",
+    compile_graphs, finetune = kit.compile_then_train(
         entry_point="trainer.llama.train",
         job_args=TRAIN_ARGS,
-        trial_steps=10,
+        layout=LAYOUT,
+        train_task_id="finetune",
         cache_key_extra={"base_model": planned("base_model_uri")},
-        **LAYOUT,
-    )
-    finetune = NeuronTrainingOperator(
-        task_id="finetune",
-        entry_point="trainer.llama.train",
-        job_args=TRAIN_ARGS,
-        output_uri=planned("model_uri"),
-        checkpoint_uri=planned("checkpoint_uri"),
-        compile_cache_uri="{{ ti.xcom_pull(task_ids='compile')['compile_cache_uri'] }}",
+        **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=12),
-        **LAYOUT,
     )
     evaluate = NeuronJobOperator(
         task_id="evaluate",
@@ -290,11 +226,7 @@ with DAG(
             str(MIN_IMPROVEMENT),
         ],
         output_uri=planned("eval_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        instance_type="{{ params.instance_type }}",
-        image="{{ params.image or '' }}",
-        env=LAYOUT["env"],
+        **kit.job_layout(single_node=True, env=RUNTIME_ENV),
     )
     register = RegisterModelOperator(
         task_id="register",
@@ -303,37 +235,18 @@ with DAG(
         dataset_uri=planned("data_uri"),
         checkpoint_uri=planned("checkpoint_uri"),
         base_model="{{ params.base_model }}",
-        image="{{ params.image or '' }}",
+        image=kit.IMAGE_FROM_PARAMS,
     )
 
-    @task.short_circuit
-    def improved(plan: dict[str, Any], registered: dict[str, Any]) -> bool:
-        """Promote only a model that beats the current ``latest`` (or its base) on the fixed held-out set.
-        ``promote_latest`` moves forward only, so rerunning an old interval never moves ``latest`` back."""
-        import json
-
-        from airflow.sdk import ObjectStoragePath
-
-        result = json.loads((ObjectStoragePath(plan["eval_uri"]) / "evaluation.json").read_text())
-        verdict = "improves on" if result["improved"] else "does not improve on"
-        print(
-            f"version {registered['version']}: held-out loss {result['eval_loss']} {verdict} the reference's "
-            f"{result['base_eval_loss']} (by at least {MIN_IMPROVEMENT}; reference {plan['reference_uri']})"
-        )
-        return bool(result["improved"])
-
-    promote = PromoteModelAliasOperator(
-        task_id="promote_latest",
-        model_name=MODEL_NAME,
-        alias="latest",
-        version="{{ ti.xcom_pull(task_ids='register')['version'] }}",
-        reason="evaluation improved on the held-out set for interval "
-        "{{ ti.xcom_pull(task_ids='check_params')['interval'] }}",
-        forward_only=True,
+    promote = kit.promote_latest(
+        MODEL_NAME,
+        reason="evaluation improved on the held-out set for interval " + planned("interval"),
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
-    plan = check_params()
-    data_ok = has_data(plan)
-    plan >> prepare_data >> data_ok >> compile_graphs >> finetune >> evaluate >> register
+    plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
+    data_ok = kit.has_data_task(plan, skip_message="SKIP interval {interval}: nothing to fine-tune on: {reason}")
+    plan >> prepare_data >> data_ok >> compile_graphs
+    finetune >> evaluate >> register
     data_ok >> prepare_holdout >> evaluate
-    improved(plan, register.output) >> promote
+    gate = kit.evaluation_gate_task(plan, describe=gate_verdict, registered=register.output, task_id="improved")
+    gate >> promote

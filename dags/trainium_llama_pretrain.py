@@ -11,26 +11,34 @@ compute, or with an ``image`` given, the build is skipped.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
-from airflow_provider_trainium.neuron.catalog import CATALOG
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium import dag_kit as kit
+from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
 from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from airflow_provider_trainium.params import image_param, layout_params
+from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.params import (
+    image_param,
+    layout_params,
+    runtime_param,
+    tensor_parallel_param,
+    training_params,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b"]
 MODEL_NAME = "llama-pretrain"
 REPOSITORY_ROOT = str(Path(__file__).resolve().parents[1])
 IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
-PLAN = "ti.xcom_pull(task_ids='check_params')"
 #: Promotion gate, fixed here and not in run params: the model's held-out loss must beat the same
 #: architecture's untrained (seeded random) initialisation by this many nats before it becomes ``latest``.
 MIN_IMPROVEMENT_OVER_UNTRAINED = 0.5
@@ -38,115 +46,56 @@ MIN_IMPROVEMENT_OVER_UNTRAINED = 0.5
 PROMOTE_MANUAL_RUNS = True
 
 
-def planned(key: str) -> str:
-    """A template for one URI (or value) of the run plan that ``check_params`` returns."""
-    return "{{ " + PLAN + "['" + key + "'] }}"
-
-
-LAYOUT = {
-    "compute": "{{ params.compute }}",
-    "instance_type": "{{ params.instance_type }}",
-    "nodes": "{{ params.nodes }}",
-    "image": IMAGE,
-    "workload": "llm",
-    "env": {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"},
-}
+LAYOUT = kit.job_layout(IMAGE, workload="llm", env=RUNTIME_ENV)
 TRAIN_ARGS = [
     "--data-uri",
     planned("data_uri"),
-    "--preset",
-    "{{ params.preset }}",
-    "--max-steps",
-    "{{ params.max_steps }}",
-    "--batch-size",
-    "{{ params.batch_size }}",
-    "--lr",
-    "{{ params.learning_rate }}",
-    "--log-every",
-    "{{ params.log_every }}",
-    "--checkpoint-every",
-    "{{ params.checkpoint_every }}",
-    "--keep-checkpoints",
-    "{{ params.keep_checkpoints }}",
-    "--tensor-parallel-size",
-    "{{ params.tensor_parallel_size }}",
+    *kit.param_args("preset", "max_steps", "batch_size", "learning_rate", "log_every", "checkpoint_every"),
+    *kit.param_args("keep_checkpoints", "tensor_parallel_size"),
     "--peak-tflops",
     planned("peak_tflops"),
 ]
+
+
+def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
+    """This run's URIs under ``<artifact root>/llama/pretrain/<run key>``, and the peak for MFU."""
+    prefix = kit.run_prefix(config, "llama", "pretrain", run_id=context["run_id"])
+    return {
+        **kit.stage_uris(prefix),
+        "tokenizer_uri": f"{prefix}/data/tokenizer.json",
+        "peak_tflops": kit.peak_tflops(params),
+    }
+
+
+def gate_verdict(result: dict[str, Any], plan: dict[str, Any], registered: Any) -> str:
+    """Promote only a model whose held-out loss clears the DAG's fixed gate."""
+    verdict = "passes" if result["improved"] else "fails"
+    return (
+        f"eval loss {result['eval_loss']} vs untrained {result['base_eval_loss']}: {verdict} the gate "
+        f"(at least {MIN_IMPROVEMENT_OVER_UNTRAINED} lower)"
+    )
+
 
 with DAG(
     dag_id="trainium_llama_pretrain",
     description="Pretrain a Llama-architecture model on Trainium (or locally) and register it",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     max_active_runs=1,
     tags=["trainium", "llama"],
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    **kit.dag_args(),
     params={
         **layout_params(),
-        "tensor_parallel_size": Param(1, type="integer", enum=[1, 2, 4, 8, 16, 32]),
+        "tensor_parallel_size": tensor_parallel_param(),
         "preset": Param("tiny", enum=PRESETS),
-        "max_steps": Param(60, type="integer", minimum=1, maximum=1_000_000),
-        "batch_size": Param(8, type="integer", minimum=1, maximum=1024, description="sequences per data-parallel rank"),
+        **training_params(max_steps=60, batch_size=8, learning_rate=3e-3, checkpoint_every=20),
         "block_size": Param(64, type="integer", minimum=8, maximum=32768, description="tokens per sequence"),
         "vocab_size": Param(512, type="integer", minimum=64, maximum=256_000),
-        "learning_rate": Param(3e-3, type="number", exclusiveMinimum=0, maximum=1),
-        "log_every": Param(10, type="integer", minimum=1),
-        "checkpoint_every": Param(20, type="integer", minimum=0, description="0: only at the end"),
-        "keep_checkpoints": Param(2, type="integer", minimum=1, maximum=100),
         "input_uri": Param(None, type=["null", "string"], description="text/JSONL corpus; none: synthetic"),
         "synthetic_records": Param(400, type="integer", minimum=1, maximum=10_000_000),
-        "runtime": Param("auto", enum=["auto", "xla", "eager"], description="force the trainer's runtime"),
+        "runtime": runtime_param(),
         "image": image_param(),
     },
 ) as dag:
-
-    @task
-    def check_params(params: dict | None = None, run_id: str | None = None) -> dict[str, Any]:
-        """Reject a bad layout, an untrusted image or an input outside the allowed prefixes before anything
-        starts; lay out this run's URIs; the peak for MFU."""
-        from airflow.providers.common.compat.sdk import AirflowFailException
-
-        from airflow_provider_trainium.compute.naming import run_key
-        from airflow_provider_trainium.hooks.trainium import TrainiumHook
-        from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
-        from airflow_provider_trainium.params import check_image_param, check_input_param
-
-        config = TrainiumHook().get_config()
-        check_image_param(params.get("image"), config)
-        check_input_param("input_uri", params.get("input_uri"), config)
-
-        nodes = int(params["nodes"])
-        try:
-            check_layout(
-                params["instance_type"],
-                nodes,
-                tensor_parallel_size=int(params["tensor_parallel_size"]),
-                entry_point="trainer.llama.train",
-            )
-        except JobSpecError as err:
-            raise AirflowFailException(str(err)) from err
-        root = config.artifact_root.rstrip("/")
-        prefix = f"{root}/llama/pretrain/{run_key(run_id)}"
-        return {
-            "data_uri": f"{prefix}/data",
-            "tokenizer_uri": f"{prefix}/data/tokenizer.json",
-            "checkpoint_uri": f"{prefix}/checkpoints",
-            "model_uri": f"{prefix}/model",
-            "eval_uri": f"{prefix}/evaluation",
-            "peak_tflops": CATALOG[params["instance_type"]].peak_bf16_tflops * nodes,
-        }
-
-    @task.branch
-    def image_needed(params: dict | None = None) -> str:
-        """Build the image only for remote compute without a given image."""
-        from airflow_provider_trainium.compute.factory import resolve_compute
-        from airflow_provider_trainium.hooks.trainium import TrainiumHook
-
-        compute = resolve_compute(params["compute"], TrainiumHook().get_config(), int(params["nodes"]))
-        return "prepare_data" if params.get("image") or compute == "local" else "build_image"
-
     build_image = NeuronImageBuildOperator(task_id="build_image", context_dir=REPOSITORY_ROOT)
 
     prepare_data = NeuronJobOperator(
@@ -169,42 +118,17 @@ with DAG(
             "{{ params.block_size }}",
         ],
         output_uri=planned("data_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        image=IMAGE,
+        **kit.job_layout(IMAGE, single_node=True, instance_type=None),
     )
 
-    @task.short_circuit
-    def has_data(plan: dict[str, Any]) -> bool:
-        """Skip the rest, clearly, when data prep found nothing to train on."""
-        import json
-
-        from airflow.sdk import ObjectStoragePath
-
-        index = json.loads((ObjectStoragePath(plan["data_uri"]) / "index.json").read_text())
-        if index.get("skipped"):
-            print(f"SKIP: nothing to train on: {index.get('reason')}")
-            return False
-        print(f"{index['records']} records, {index['malformed_count']} malformed (skipped): {index['malformed'][:20]}")
-        return True
-
-    compile_graphs = NeuronCompileOperator(
-        task_id="compile",
+    compile_graphs, pretrain = kit.compile_then_train(
         entry_point="trainer.llama.train",
         job_args=TRAIN_ARGS,
-        trial_steps=10,
+        layout=LAYOUT,
+        train_task_id="pretrain",
         cache_key_extra={"vocab_size": "{{ params.vocab_size }}", "block_size": "{{ params.block_size }}"},
-        **LAYOUT,
-    )
-    pretrain = NeuronTrainingOperator(
-        task_id="pretrain",
-        entry_point="trainer.llama.train",
-        job_args=TRAIN_ARGS,
-        output_uri=planned("model_uri"),
-        checkpoint_uri=planned("checkpoint_uri"),
-        compile_cache_uri="{{ ti.xcom_pull(task_ids='compile')['compile_cache_uri'] }}",
+        **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=48),
-        **LAYOUT,
     )
     register = RegisterModelOperator(
         task_id="register",
@@ -228,39 +152,14 @@ with DAG(
             str(MIN_IMPROVEMENT_OVER_UNTRAINED),
         ],
         output_uri=planned("eval_uri"),
-        distributed=False,
-        compute="{{ params.compute }}",
-        instance_type="{{ params.instance_type }}",
-        image=IMAGE,
-        env=LAYOUT["env"],
+        **kit.job_layout(IMAGE, single_node=True, env=RUNTIME_ENV),
     )
 
-    @task.short_circuit
-    def passes_gate(plan: dict[str, Any]) -> bool:
-        """Promote only a model whose held-out loss clears the DAG's fixed gate."""
-        import json
-
-        from airflow.sdk import ObjectStoragePath
-
-        result = json.loads((ObjectStoragePath(plan["eval_uri"]) / "evaluation.json").read_text())
-        verdict = "passes" if result["improved"] else "fails"
-        print(
-            f"eval loss {result['eval_loss']} vs untrained {result['base_eval_loss']}: {verdict} the gate "
-            f"(at least {MIN_IMPROVEMENT_OVER_UNTRAINED} lower)"
-        )
-        return bool(result["improved"])
-
-    promote = PromoteModelAliasOperator(
-        task_id="promote_latest",
-        model_name=MODEL_NAME,
-        alias="latest",
-        version="{{ ti.xcom_pull(task_ids='register')['version'] }}",
-        reason="held-out loss cleared the pretraining gate",
-        forward_only=True,
-        promote_manual_runs=PROMOTE_MANUAL_RUNS,
+    promote = kit.promote_latest(
+        MODEL_NAME, reason="held-out loss cleared the pretraining gate", promote_manual_runs=PROMOTE_MANUAL_RUNS
     )
-    plan = check_params()
-    branch = image_needed()
-    plan >> branch >> [build_image, prepare_data]
-    build_image >> prepare_data >> has_data(plan) >> compile_graphs >> pretrain >> evaluate >> register
-    register >> passes_gate(plan) >> promote
+    plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
+    plan >> kit.image_branch_task(build_task_id="build_image", skip_to="prepare_data") >> [build_image, prepare_data]
+    build_image >> prepare_data >> kit.has_data_task(plan) >> compile_graphs
+    pretrain >> evaluate >> register
+    register >> kit.evaluation_gate_task(plan, describe=gate_verdict) >> promote

@@ -6,14 +6,20 @@ for more) by configuration alone: set ``compute`` or define the ``trainium_defau
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium.dag_kit import (
+    IMAGE_FROM_PARAMS,
+    check_params_task,
+    compile_then_train,
+    dag_args,
+    job_layout,
+    param_args,
+)
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import RegisterModelOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 from airflow_provider_trainium.params import image_param, layout_params
 
 #: Promotion gate: fixed here by the DAG's author, never by a run's conf.
@@ -22,29 +28,15 @@ MIN_ACCURACY = 0.9
 PROMOTE_MANUAL_RUNS = True
 
 DATA_URI = "{{ ti.xcom_pull(task_ids='prepare_data') }}"
-TRAIN_ARGS = [
-    "--data-uri", DATA_URI,
-    "--epochs", "{{ params.epochs }}",
-    "--batch-size", "{{ params.batch_size }}",
-    "--lr", "{{ params.learning_rate }}",
-    "--momentum", "0.9",
-]  # fmt: skip
-LAYOUT = {
-    "compute": "{{ params.compute }}",
-    "instance_type": "{{ params.instance_type }}",
-    "nodes": "{{ params.nodes }}",
-    "image": "{{ params.image or '' }}",
-}
+TRAIN_ARGS = ["--data-uri", DATA_URI, *param_args("epochs", "batch_size", "learning_rate"), "--momentum", "0.9"]
 
 with DAG(
     dag_id="trainium_mnist_mlp",
     description="Train the MNIST MLP on Trainium (or locally) and register it",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
     max_active_runs=1,
     tags=["trainium", "example"],
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    **dag_args(),
     params={
         **layout_params(),
         "epochs": Param(5, type="integer", minimum=1, maximum=100),
@@ -53,40 +45,17 @@ with DAG(
         "image": image_param(),
     },
 ) as dag:
-
-    @task
-    def check_params(params: dict | None = None) -> None:
-        """Reject a bad layout (e.g. several trn1.2xlarge nodes) or an untrusted image before anything starts."""
-        from airflow.providers.common.compat.sdk import AirflowFailException
-
-        from airflow_provider_trainium.hooks.trainium import TrainiumHook
-        from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
-        from airflow_provider_trainium.params import check_image_param
-
-        check_image_param(params.get("image"), TrainiumHook().get_config())
-
-        try:
-            check_layout(params["instance_type"], int(params["nodes"]), entry_point="trainer.mnist_mlp.train")
-        except JobSpecError as err:
-            raise AirflowFailException(str(err)) from err
-
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
         entry_point="trainer.mnist_mlp.prepare",
         job_args=["--seed", "0"],
-        distributed=False,
-        compute="{{ params.compute }}",
-        image="{{ params.image or '' }}",
+        **job_layout(single_node=True, instance_type=None),
     )
-    compile_graphs = NeuronCompileOperator(task_id="compile", entry_point="trainer.mnist_mlp.train",
-                                           job_args=TRAIN_ARGS, trial_steps=10, **LAYOUT)  # fmt: skip
-    train = NeuronTrainingOperator(
-        task_id="train",
+    compile_graphs, train = compile_then_train(
         entry_point="trainer.mnist_mlp.train",
         job_args=TRAIN_ARGS,
-        compile_cache_uri="{{ ti.xcom_pull(task_ids='compile')['compile_cache_uri'] }}",
+        layout=job_layout(),
         execution_timeout=timedelta(hours=2),
-        **LAYOUT,
     )
     evaluate = NeuronJobOperator(
         task_id="evaluate",
@@ -99,18 +68,15 @@ with DAG(
             "--min-accuracy",
             str(MIN_ACCURACY),
         ],  # fmt: skip
-        distributed=False,
-        compute="{{ params.compute }}",
-        instance_type="{{ params.instance_type }}",
-        image="{{ params.image or '' }}",
+        **job_layout(single_node=True),
     )
     register = RegisterModelOperator(
         task_id="register",
         model_name="mnist-mlp",
         source_uri="{{ ti.xcom_pull(task_ids='train') }}",
         dataset_uri=DATA_URI,
-        image="{{ params.image or '' }}",
+        image=IMAGE_FROM_PARAMS,
         promote_alias="latest",
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
-    check_params() >> prepare_data >> compile_graphs >> train >> evaluate >> register
+    check_params_task("trainer.mnist_mlp.train") >> prepare_data >> compile_graphs >> train >> evaluate >> register

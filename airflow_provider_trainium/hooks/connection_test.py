@@ -53,12 +53,12 @@ def check_bucket(config: TrainiumConfig) -> str | None:
 
 
 def check_repository(config: TrainiumConfig) -> str | None:
-    from airflow_provider_trainium.image.registry import EcrRegistry, parse_repository
+    from airflow_provider_trainium.image.container_registry import EcrRegistry, parse_repository
 
     repository = str(config.ecr_repository)
     registry = parse_repository(repository, aws_conn_id=config.aws_conn_id, region_name=config.region_name)
     if isinstance(registry, EcrRegistry):
-        registry.describe()  # RegistryError naming the repository and region when it does not exist
+        registry.describe()  # ContainerRegistryError naming the repository and region when it does not exist
     return None
 
 

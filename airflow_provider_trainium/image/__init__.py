@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from airflow_provider_trainium.image.container_registry import EcrRegistry, OciRegistry, RegistryAuth, parse_repository
 from airflow_provider_trainium.image.context import BuildContext, StagedContext
 from airflow_provider_trainium.image.ensure import ImageResult, ensure_image
 from airflow_provider_trainium.image.errors import (
     BuilderUnavailable,
     BuildFailed,
+    ContainerRegistryError,
+    ContainerRegistryUnreachable,
     ContextError,
     ImageError,
-    RegistryError,
-    RegistryUnreachable,
 )
-from airflow_provider_trainium.image.registry import EcrRegistry, OciRegistry, RegistryAuth, parse_repository
 
 __all__ = [
     "BuildContext",
@@ -24,8 +24,8 @@ __all__ = [
     "ImageResult",
     "OciRegistry",
     "RegistryAuth",
-    "RegistryError",
-    "RegistryUnreachable",
+    "ContainerRegistryError",
+    "ContainerRegistryUnreachable",
     "StagedContext",
     "ensure_image",
     "parse_repository",

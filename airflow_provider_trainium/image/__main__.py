@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
 
     from airflow_provider_trainium.image.builders import make_builder
+    from airflow_provider_trainium.image.container_registry import parse_repository
     from airflow_provider_trainium.image.context import BuildContext
     from airflow_provider_trainium.image.ensure import ensure_image
     from airflow_provider_trainium.image.errors import ImageError
-    from airflow_provider_trainium.image.registry import parse_repository
 
     build_args = dict(item.split("=", 1) for item in args.build_arg)
     options: dict[str, object] = {}

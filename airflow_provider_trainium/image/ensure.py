@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 
 from airflow_provider_trainium.image.builders.base import Builder, BuildRequest
+from airflow_provider_trainium.image.container_registry import ContainerRegistry
 from airflow_provider_trainium.image.context import BuildContext
 from airflow_provider_trainium.image.errors import BuildFailed
-from airflow_provider_trainium.image.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ImageResult:
 
 def ensure_image(
     context: BuildContext,
-    registry: Registry,
+    registry: ContainerRegistry,
     builder: Builder,
     *,
     tag_prefix: str = "ctx",

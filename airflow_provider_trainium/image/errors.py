@@ -11,11 +11,11 @@ class ContextError(ImageError):
     """The build context is unusable (missing Dockerfile, unreadable or unsupported file, bad COPY)."""
 
 
-class RegistryError(ImageError):
+class ContainerRegistryError(ImageError):
     """The registry answered, but not with something we can use (auth, missing repository)."""
 
 
-class RegistryUnreachable(RegistryError):
+class ContainerRegistryUnreachable(ContainerRegistryError):
     """The registry did not answer; raised before any build starts."""
 
 

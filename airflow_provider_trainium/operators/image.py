@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
     from airflow_provider_trainium.image.builders.base import Builder
-    from airflow_provider_trainium.image.registry import Registry
+    from airflow_provider_trainium.image.container_registry import ContainerRegistry
 
 
 class NeuronImageBuildOperator(BaseOperator):
@@ -97,13 +97,13 @@ class NeuronImageBuildOperator(BaseOperator):
 
         return TrainiumHook(trainium_conn_id=self.trainium_conn_id).get_config()
 
-    def _registry(self, config: TrainiumConfig, aws_conn_id: str, region: str | None) -> Registry:
-        from airflow_provider_trainium.image.errors import RegistryError
-        from airflow_provider_trainium.image.registry import parse_repository
+    def _registry(self, config: TrainiumConfig, aws_conn_id: str, region: str | None) -> ContainerRegistry:
+        from airflow_provider_trainium.image.container_registry import parse_repository
+        from airflow_provider_trainium.image.errors import ContainerRegistryError
 
         repository = self.repository or config.ecr_repository
         if not repository:
-            raise RegistryError(
+            raise ContainerRegistryError(
                 "no image repository: pass repository= or set ecr_repository in the trainium connection"
             )
         return parse_repository(
@@ -139,9 +139,9 @@ class NeuronImageBuildOperator(BaseOperator):
         super().pre_execute(context)
 
     def execute(self, context: Context) -> str:
+        from airflow_provider_trainium.image.container_registry import EcrRegistry
         from airflow_provider_trainium.image.context import BuildContext
         from airflow_provider_trainium.image.ensure import ensure_image
-        from airflow_provider_trainium.image.registry import EcrRegistry
 
         build_args = {str(k): str(v) for k, v in self.build_args.items()}
         if self.source_revision:

@@ -7,22 +7,11 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_provider_trainium import artifacts
 from airflow_provider_trainium.compute.base import JobHandle
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig, TrainiumHook
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-
-
-def read_json_uri(uri: str, aws_conn_id: str | None = None) -> Any:
-    """Read JSON from a local or ``s3://`` URI; S3 through the trainium connection's AWS connection."""
-    from airflow.sdk import ObjectStoragePath
-
-    path = (
-        ObjectStoragePath(uri, conn_id=aws_conn_id)
-        if aws_conn_id and uri.startswith("s3://")
-        else ObjectStoragePath(uri)
-    )
-    return json.loads(path.read_text())
 
 
 class NeuronTrainingOperator(NeuronJobOperator):
@@ -45,12 +34,15 @@ class NeuronTrainingOperator(NeuronJobOperator):
             spec = spec.with_changes(checkpoint_uri=f"{config.artifact_root.rstrip('/')}/checkpoints/{run_part}")
         return spec
 
+    def read_metrics(self, output_uri: str) -> dict[str, Any] | None:
+        """The job's metrics file, read with the trainium connection's AWS connection; None if absent."""
+        uri = f"{output_uri.rstrip('/')}/{self.metrics_file}"
+        return artifacts.read_json(uri, missing_ok=True, trainium_conn_id=self.trainium_conn_id)
+
     def load_metrics(self, context: Context, output_uri: str) -> dict[str, Any]:
         """The summary of the job's metrics file (without the loss history), logged and pushed."""
-        try:
-            aws_conn_id = TrainiumHook(self.trainium_conn_id).get_config().aws_conn_id
-            metrics = read_json_uri(f"{output_uri.rstrip('/')}/{self.metrics_file}", aws_conn_id)
-        except FileNotFoundError:
+        metrics = self.read_metrics(output_uri)
+        if metrics is None:
             self.log.warning("the job wrote no %s under %s", self.metrics_file, output_uri)
             return {}
         summary = {k: v for k, v in metrics.items() if k != "history"}

@@ -8,17 +8,17 @@ from typing import Any
 #: Public names and the module each lives in: imported on first use, so that importing the package (as a
 #: DAG file does through the operators) stays cheap.
 _EXPORTS = {
-    "InvalidNameError": "names",
+    "InvalidNameError": "errors",
     "ModelRef": "names",
     "parse_ref": "names",
     "AliasState": "registry",
-    "IntegrityError": "registry",
+    "IntegrityError": "errors",
     "ModelRegistry": "registry",
     "ModelVersion": "registry",
-    "NotFoundError": "registry",
+    "NotFoundError": "errors",
     "RegisterResult": "registry",
-    "RegistryError": "registry",
-    "SourceChangedError": "registry",
+    "RegistryError": "errors",
+    "SourceChangedError": "errors",
     "VerifyReport": "registry",
 }
 

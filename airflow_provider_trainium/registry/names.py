@@ -9,12 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from airflow_provider_trainium.registry.errors import InvalidNameError
+
 MODEL_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9_-]|\.(?!\.)){0,127}$")
 ALIAS_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-
-
-class InvalidNameError(ValueError):
-    """A model name, alias or reference that the registry refuses before touching storage."""
 
 
 def validate_model_name(name: str) -> str:

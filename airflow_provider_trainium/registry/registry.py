@@ -22,6 +22,12 @@ from typing import Any
 from airflow.sdk import ObjectStoragePath
 
 from airflow_provider_trainium.registry import store
+from airflow_provider_trainium.registry.errors import (  # noqa: F401  (re-exported: registry.registry.<Error>)
+    IntegrityError,
+    NotFoundError,
+    RegistryError,
+    SourceChangedError,
+)
 from airflow_provider_trainium.registry.hashing import (
     FileEntry,
     dataset_hash,
@@ -51,22 +57,6 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 100
 DEFAULT_DATASET_HASH_MAX_BYTES = 2 * 2**30
-
-
-class RegistryError(RuntimeError):
-    """The registry refused an operation; the message says why."""
-
-
-class NotFoundError(RegistryError, LookupError):
-    """A model, version or alias that does not exist (for readers: no manifest means no version)."""
-
-
-class IntegrityError(RegistryError):
-    """A version's files no longer match the sha256 its manifest records: it must not be used."""
-
-
-class SourceChangedError(RegistryError):
-    """The source files changed between hashing and upload; registering would record wrong checksums."""
 
 
 @dataclass(frozen=True)

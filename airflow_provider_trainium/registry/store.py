@@ -24,19 +24,17 @@ from typing import Any
 
 from airflow.sdk import ObjectStoragePath
 
-SCHEMES = ("file", "s3")
+from airflow_provider_trainium import artifacts
+
+SCHEMES = artifacts.SCHEMES
 
 
 def open_root(uri: str, conn_id: str | None = None) -> ObjectStoragePath:
-    """An ObjectStoragePath for a root URI; plain paths become ``file://`` URIs."""
-    if "://" not in uri:
-        uri = "file://" + os.path.abspath(uri)
-    scheme = uri.split("://", 1)[0]
-    if scheme not in SCHEMES:
-        raise ValueError(f"unsupported URI {uri!r}: the registry works on {', '.join(s + '://' for s in SCHEMES)}")
-    if scheme == "file":
-        conn_id = None
-    return ObjectStoragePath(uri.rstrip("/"), conn_id=conn_id)
+    """An ObjectStoragePath for a root URI (plain paths become ``file://`` URIs), opened as every artifact is."""
+    try:
+        return artifacts.path_for(uri, conn_id)
+    except artifacts.ArtifactURIError as err:
+        raise ValueError(str(err).replace("artifacts live on", "the registry works on")) from err
 
 
 def is_local(path: ObjectStoragePath) -> bool:
@@ -53,17 +51,8 @@ def uri_of(path: ObjectStoragePath) -> str:
 
 
 def read_bytes(path: ObjectStoragePath) -> bytes | None:
-    """The object's bytes, or None when it does not exist.
-
-    On S3 this is one ``GetObject``: s3fs's file objects would HEAD first and then fail with
-    ``FileExpired`` when another process replaced the object in between (alias files do change).
-    """
-    if _is_s3(path):
-        return _s3_get(path)[0]
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
+    """The object's bytes, or None when it does not exist (one ``GetObject`` on S3)."""
+    return artifacts.get_bytes(path)
 
 
 def read_json(path: ObjectStoragePath) -> Any | None:
@@ -147,20 +136,7 @@ def _is_s3(path: ObjectStoragePath) -> bool:
 
 
 def _s3_get(path: ObjectStoragePath) -> tuple[bytes | None, str | None]:
-    from fsspec.asyn import sync
-
-    fs = path.fs
-
-    async def _get() -> tuple[bytes | None, str | None]:
-        try:
-            response = await fs._call_s3("get_object", Bucket=path.bucket, Key=path.key)
-        except FileNotFoundError:
-            return None, None
-        async with response["Body"] as stream:
-            body = await stream.read()
-        return body, response["ETag"]
-
-    return sync(fs.loop, _get)
+    return artifacts.s3_get(path)
 
 
 def swap(path: ObjectStoragePath, data: bytes, expected: str | None) -> bool:

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from airflow_provider_trainium.image.container_registry import RegistryAuth
 from airflow_provider_trainium.image.context import StagedContext
 from airflow_provider_trainium.image.errors import BuildFailed
-from airflow_provider_trainium.image.registry import RegistryAuth
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ import pytest
 
 from airflow_provider_trainium.image.builders.base import BuildRequest, LogTail
 from airflow_provider_trainium.image.builders.codebuild import CodeBuildBuilder
+from airflow_provider_trainium.image.container_registry import EcrRegistry, parse_repository
 from airflow_provider_trainium.image.context import BuildContext
 from airflow_provider_trainium.image.ensure import ensure_image
-from airflow_provider_trainium.image.errors import BuilderUnavailable, RegistryError
-from airflow_provider_trainium.image.registry import EcrRegistry, parse_repository
+from airflow_provider_trainium.image.errors import BuilderUnavailable, ContainerRegistryError
 from tests.integration.image.conftest import CountingBuilder, write_tree
 
 ROLE = "arn:aws:iam::123456789012:role/trainium-codebuild"
@@ -75,7 +75,7 @@ def test_ecr_lookup_finds_a_tag_only_once_it_exists(aws_conn_id: str) -> None:
 
 
 def test_missing_ecr_repository_is_a_clear_error(aws_conn_id: str) -> None:
-    with pytest.raises(RegistryError, match="ECR repository 'nope' does not exist"):
+    with pytest.raises(ContainerRegistryError, match="ECR repository 'nope' does not exist"):
         EcrRegistry("nope", aws_conn_id=aws_conn_id).lookup("ctx-abc")
 
 

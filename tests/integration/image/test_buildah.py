@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
+from airflow_provider_trainium.image.container_registry import OciRegistry
 from airflow_provider_trainium.image.context import BuildContext
 from airflow_provider_trainium.image.ensure import ensure_image
 from airflow_provider_trainium.image.errors import BuildFailed
-from airflow_provider_trainium.image.registry import OciRegistry
 from tests.integration.image.conftest import CountingBuilder, LocalRegistry, write_tree
 
 pytestmark = pytest.mark.slow

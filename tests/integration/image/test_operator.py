@@ -113,11 +113,11 @@ def test_bad_context_fails_the_task_before_any_registry_call(tmp_path: Path) -> 
 
 
 def test_no_repository_anywhere_is_a_clear_error(tmp_path: Path) -> None:
-    from airflow_provider_trainium.image.errors import RegistryError
+    from airflow_provider_trainium.image.errors import ContainerRegistryError
 
     write_tree(tmp_path, {"docker/Dockerfile": "FROM scratch\n"})
     operator = NeuronImageBuildOperator(task_id="image", context_dir=str(tmp_path))
-    with pytest.raises(RegistryError, match="no image repository"):
+    with pytest.raises(ContainerRegistryError, match="no image repository"):
         operator.execute(context={})  # type: ignore[arg-type]
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_provider_trainium.image.errors import RegistryError, RegistryUnreachable
+from airflow_provider_trainium.image.errors import ContainerRegistryError, ContainerRegistryUnreachable
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.ecr import EcrHook
@@ -38,7 +38,7 @@ class RegistryAuth:
     password: str = field(repr=False)
 
 
-class Registry(Protocol):
+class ContainerRegistry(Protocol):
     """What the image pipeline needs from a registry."""
 
     @property
@@ -74,9 +74,9 @@ class OciRegistry:
     ) -> None:
         host, _, name = repository.partition("/")
         if not name or not ("." in host or ":" in host or host == "localhost"):
-            raise RegistryError(f"repository {repository!r} must be HOST[:PORT]/NAME for an OCI registry")
+            raise ContainerRegistryError(f"repository {repository!r} must be HOST[:PORT]/NAME for an OCI registry")
         if not _REPO_NAME.match(name):
-            raise RegistryError(f"repository name {name!r} is not a valid OCI repository name")
+            raise ContainerRegistryError(f"repository name {name!r} is not a valid OCI repository name")
         self.host, self.name = host, name
         self._insecure = insecure
         self._username, self._password = username, password
@@ -101,16 +101,20 @@ class OciRegistry:
                 url, headers={"Accept": ", ".join(MANIFEST_TYPES)}, auth=auth, timeout=self._timeout
             )
         except requests.RequestException as exc:
-            raise RegistryUnreachable(f"registry {self.host} is unreachable ({url}): {type(exc).__name__}") from None
+            raise ContainerRegistryUnreachable(
+                f"registry {self.host} is unreachable ({url}): {type(exc).__name__}"
+            ) from None
         if response.status_code == 404:
             return None
         if response.status_code in (401, 403):
-            raise RegistryError(f"registry {self.host} refused access to {self.name} (HTTP {response.status_code})")
+            raise ContainerRegistryError(
+                f"registry {self.host} refused access to {self.name} (HTTP {response.status_code})"
+            )
         if response.status_code != 200:
-            raise RegistryError(f"registry {self.host} answered HTTP {response.status_code} for {url}")
+            raise ContainerRegistryError(f"registry {self.host} answered HTTP {response.status_code} for {url}")
         digest = response.headers.get("Docker-Content-Digest")
         if not digest:
-            raise RegistryError(f"registry {self.host} did not return a Docker-Content-Digest for {tag}")
+            raise ContainerRegistryError(f"registry {self.host} did not return a Docker-Content-Digest for {tag}")
         return digest
 
     def auths(self) -> list[RegistryAuth]:
@@ -124,7 +128,7 @@ class EcrRegistry:
 
     def __init__(self, repository_name: str, *, aws_conn_id: str | None, region_name: str | None = None) -> None:
         if not _REPO_NAME.match(repository_name):
-            raise RegistryError(f"ECR repository name {repository_name!r} is not valid")
+            raise ContainerRegistryError(f"ECR repository name {repository_name!r} is not valid")
         self.name = repository_name
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
@@ -142,11 +146,11 @@ class EcrRegistry:
         try:
             return fn(**kwargs)
         except EndpointConnectionError as exc:
-            raise RegistryUnreachable(f"ECR endpoint unreachable during {what}: {exc}") from None
+            raise ContainerRegistryUnreachable(f"ECR endpoint unreachable during {what}: {exc}") from None
         except ClientError:
             raise
         except BotoCoreError as exc:
-            raise RegistryError(f"ECR {what} failed: {exc}") from None
+            raise ContainerRegistryError(f"ECR {what} failed: {exc}") from None
 
     def describe(self) -> dict[str, str]:
         """registryId and repositoryUri of the repository; a clear error if it does not exist."""
@@ -155,7 +159,7 @@ class EcrRegistry:
             try:
                 response = self._call("DescribeRepositories", client.describe_repositories, repositoryNames=[self.name])
             except client.exceptions.RepositoryNotFoundException:
-                raise RegistryError(
+                raise ContainerRegistryError(
                     f"ECR repository {self.name!r} does not exist in {client.meta.region_name}; "
                     "create it (the base CloudFormation stack does) or set ecr_repository in the "
                     "trainium connection"
@@ -199,7 +203,7 @@ class EcrRegistry:
 
 def parse_repository(
     repository: str, *, aws_conn_id: str | None, region_name: str | None, insecure: bool = False
-) -> Registry:
+) -> ContainerRegistry:
     """ECR for an ECR URI or a bare repository name, a plain OCI registry for ``host[:port]/name``."""
     match = ECR_URI.match(repository)
     if match:

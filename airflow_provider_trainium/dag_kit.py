@@ -1,0 +1,325 @@
+"""The pieces every Trainium DAG repeats, so a DAG file reads like its pipeline diagram.
+
+* ``dag_args``, ``param_args``: the DAG arguments every Trainium DAG shares; trainer flags from run params.
+* ``job_layout``: the operator arguments that put a job where the run params say (compute, instance type,
+  nodes, image), as templates.
+* ``check_params_task``: the first task. It refuses a bad layout, an untrusted image or an input outside the
+  allowed prefixes before anything paid starts, and may return the run's plan (its URIs), which later tasks
+  read with ``planned(key)``.
+* ``has_data_task``: ends a run with a clear skip when data preparation found nothing to train on.
+* ``evaluation_gate_task``, ``promote_latest``: promote a registered model only when its evaluation passed.
+* ``image_branch_task``: builds the training image only for remote compute without an ``image`` param.
+* ``compile_then_train``: the compile step and the training step on the same layout, the cache wired through.
+* Helpers for task bodies (``trainium_config``, ``run_prefix``, ``stage_uris``, ``peak_tflops``,
+  ``read_evaluation``, ``resolve_model``), so DAG code never reaches into the provider's internals.
+
+Importing this module is cheap (no boto3, torch or numpy): task bodies import what they need when they run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import task
+
+from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.xcom_arg import XComArg
+
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+    from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
+    from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+    from airflow_provider_trainium.registry import ModelVersion
+
+#: The first task's id; its return value is the run plan that ``planned`` reads.
+PLAN_TASK_ID = "check_params"
+#: The run's ``image`` param, or none (the connection's image).
+IMAGE_FROM_PARAMS = "{{ params.image or '' }}"
+#: Passes the ``runtime`` param (``runtime_param``) to the trainer; ``auto`` lets it choose.
+RUNTIME_ENV = {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"}
+
+#: Trainer flags whose name is not the param's name with dashes.
+FLAG_NAMES = {"learning_rate": "--lr"}
+
+PlanFunction = Callable[[Mapping[str, Any], "TrainiumConfig", Mapping[str, Any]], dict[str, Any]]
+
+
+def planned(key: str, task_id: str = PLAN_TASK_ID) -> str:
+    """A template for one value of the run plan that the ``task_id`` task returned."""
+    return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
+
+
+def dag_args(*, retries: int = 1, start_date: datetime = datetime(2026, 1, 1)) -> dict[str, Any]:
+    """The DAG arguments every Trainium DAG shares: a fixed start date, no catchup, and ``retries`` per task
+    (a retry attaches to the job an earlier try started, it never starts a second one)."""
+    args: dict[str, Any] = {"start_date": start_date, "catchup": False}
+    if retries:
+        args["default_args"] = {"retries": retries, "retry_delay": timedelta(seconds=10)}
+    return args
+
+
+def param_args(*names: str) -> list[str]:
+    """Trainer flags for run params, in order: ``max_steps`` -> ``["--max-steps", "{{ params.max_steps }}"]``
+    (``learning_rate`` is ``--lr``)."""
+    args: list[str] = []
+    for name in names:
+        args += [FLAG_NAMES.get(name, "--" + name.replace("_", "-")), "{{ params." + name + " }}"]
+    return args
+
+
+def job_layout(
+    image: str = IMAGE_FROM_PARAMS,
+    *,
+    single_node: bool = False,
+    instance_type: str | None = "{{ params.instance_type }}",
+    **extra: Any,
+) -> dict[str, Any]:
+    """Operator arguments that run a job where the params say: ``compute``, ``instance_type``, ``nodes``,
+    ``image``. ``single_node``: one process on one node (data prep, evaluation); ``instance_type=None`` keeps
+    the operator's default; ``extra`` adds or overrides (``workload="llm"``, ``env=RUNTIME_ENV``)."""
+    layout: dict[str, Any] = {"compute": "{{ params.compute }}", "image": image}
+    if instance_type is not None:
+        layout["instance_type"] = instance_type
+    if single_node:
+        layout["distributed"] = False
+    else:
+        layout["nodes"] = "{{ params.nodes }}"
+    return {**layout, **extra}
+
+
+# -- helpers for task bodies (they run in the worker) ------------------------------------------------
+
+
+def trainium_config(trainium_conn_id: str = DEFAULT_CONN_ID) -> TrainiumConfig:
+    """The ``trainium`` connection's settings (local defaults without one)."""
+    from airflow_provider_trainium.hooks.trainium import TrainiumHook
+
+    return TrainiumHook(trainium_conn_id).get_config()
+
+
+def check_run(
+    params: Mapping[str, Any],
+    *,
+    entry_point: str,
+    inputs: Iterable[str] = (),
+    trainium_conn_id: str = DEFAULT_CONN_ID,
+) -> TrainiumConfig:
+    """Fail the task (no retry) for an untrusted ``image``, an input param outside the allowed prefixes, or a
+    layout the instance type cannot hold (``tensor_parallel_size`` counts when the DAG has it)."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
+    from airflow_provider_trainium.params import check_image_param, check_input_param
+
+    config = trainium_config(trainium_conn_id)
+    check_image_param(params.get("image"), config)
+    for name in inputs:
+        check_input_param(name, params.get(name), config)
+    try:
+        check_layout(
+            params["instance_type"],
+            int(params["nodes"]),
+            tensor_parallel_size=int(params.get("tensor_parallel_size") or 1),
+            entry_point=entry_point,
+        )
+    except JobSpecError as err:
+        raise AirflowFailException(str(err)) from err
+    return config
+
+
+def run_prefix(config: TrainiumConfig, *parts: str, run_id: str | None = None) -> str:
+    """``<artifact root>/<parts...>[/<run key>]``: where one run's artifacts live (run key: safe and unique)."""
+    from airflow_provider_trainium.compute.naming import run_key
+
+    tail = [run_key(run_id)] if run_id is not None else []
+    return "/".join([config.artifact_root.rstrip("/"), *parts, *tail])
+
+
+def stage_uris(prefix: str) -> dict[str, str]:
+    """The URIs of a training run's stages under ``prefix``: data, checkpoints, model, evaluation."""
+    return {
+        "data_uri": f"{prefix}/data",
+        "checkpoint_uri": f"{prefix}/checkpoints",
+        "model_uri": f"{prefix}/model",
+        "eval_uri": f"{prefix}/evaluation",
+    }
+
+
+def planned_training_uris(task_id: str = PLAN_TASK_ID) -> dict[str, str]:
+    """The training step's ``output_uri`` and ``checkpoint_uri`` from a plan laid out with ``stage_uris``."""
+    return {"output_uri": planned("model_uri", task_id), "checkpoint_uri": planned("checkpoint_uri", task_id)}
+
+
+def peak_tflops(params: Mapping[str, Any]) -> float:
+    """The layout's BF16 peak (all nodes), the denominator of the trainer's MFU."""
+    from airflow_provider_trainium.neuron.catalog import CATALOG
+
+    return CATALOG[params["instance_type"]].peak_bf16_tflops * int(params["nodes"])
+
+
+def read_evaluation(plan: Mapping[str, Any], name: str = "evaluation.json") -> dict[str, Any]:
+    """The evaluation job's verdict under the plan's ``eval_uri``, read with the connection's credentials."""
+    from airflow_provider_trainium import artifacts
+
+    return artifacts.read_json(f"{plan['eval_uri'].rstrip('/')}/{name}")
+
+
+def resolve_model(
+    ref: str, *, missing_ok: bool = False, trainium_conn_id: str = DEFAULT_CONN_ID
+) -> ModelVersion | None:
+    """A registered model version (``name@alias`` or ``name:version``), checked against its manifest.
+
+    Raises the registry's ``NotFoundError`` (or returns None with ``missing_ok``) and ``IntegrityError``.
+    """
+    from airflow_provider_trainium.registry import NotFoundError
+    from airflow_provider_trainium.registry.config import open_registry
+
+    try:
+        return open_registry(trainium_conn_id=trainium_conn_id).resolve(ref)
+    except NotFoundError:
+        if missing_ok:
+            return None
+        raise
+
+
+def is_manual_run(context: Mapping[str, Any]) -> bool:
+    """Whether a person triggered this run (not the scheduler or a backfill)."""
+    run_type = str(getattr(context["dag_run"], "run_type", "")).rsplit(".", 1)[-1].lower()
+    return run_type == "manual"
+
+
+# -- task factories ----------------------------------------------------------------------------------
+
+
+def check_params_task(
+    entry_point: str,
+    *,
+    inputs: Iterable[str] = (),
+    plan: PlanFunction | None = None,
+    task_id: str = PLAN_TASK_ID,
+    trainium_conn_id: str = DEFAULT_CONN_ID,
+) -> XComArg:
+    """The DAG's first task: ``check_run``, then ``plan(params, config, context)`` when given (its dict is the
+    task's return value, read downstream with ``planned``)."""
+    inputs = tuple(inputs)
+
+    @task(task_id=task_id)
+    def check_params(params: dict | None = None, **context: Any) -> dict[str, Any] | None:
+        config = check_run(params or {}, entry_point=entry_point, inputs=inputs, trainium_conn_id=trainium_conn_id)
+        return plan(params or {}, config, context) if plan else None
+
+    check_params.__doc__ = f"Refuse a bad layout, image or input for {entry_point} before anything starts."
+    return check_params()
+
+
+def has_data_task(
+    plan: XComArg, *, skip_message: str = "SKIP: nothing to train on: {reason}", task_id: str = "has_data"
+) -> XComArg:
+    """Short-circuits the rest of the run when ``<plan data_uri>/index.json`` says data prep skipped.
+
+    ``skip_message`` is formatted with the plan's keys and ``reason``; the malformed records are printed.
+    """
+
+    @task.short_circuit(task_id=task_id)
+    def has_data(plan: dict[str, Any]) -> bool:
+        from airflow_provider_trainium import artifacts
+
+        index = artifacts.read_json(f"{plan['data_uri'].rstrip('/')}/index.json")
+        if index.get("skipped"):
+            print(skip_message.format(**plan, reason=index.get("reason")))
+            return False
+        print(f"{index['records']} records, {index['malformed_count']} malformed (skipped): {index['malformed'][:20]}")
+        return True
+
+    return has_data(plan)
+
+
+def evaluation_gate_task(
+    plan: XComArg,
+    *,
+    describe: Callable[[dict[str, Any], dict[str, Any], Any], str],
+    registered: XComArg | None = None,
+    task_id: str = "passes_gate",
+) -> XComArg:
+    """Short-circuits promotion unless the evaluation job's ``evaluation.json`` says ``improved``; prints
+    ``describe(result, plan, registered)`` so the log says why (``registered``: the register task's value)."""
+
+    @task.short_circuit(task_id=task_id)
+    def gate(plan: dict[str, Any], registered: Any = None) -> bool:
+        result = read_evaluation(plan)
+        print(describe(result, plan, registered))
+        return bool(result["improved"])
+
+    return gate(plan, registered)
+
+
+def promote_latest(
+    model_name: str, *, reason: str, promote_manual_runs: bool, register_task_id: str = "register"
+) -> PromoteModelAliasOperator:
+    """Moves ``latest`` to the version the register task returned, forward only: rerunning an old interval
+    never moves it back; ``promote_manual_runs`` says whether manually triggered runs may move it."""
+    from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
+
+    return PromoteModelAliasOperator(
+        task_id="promote_latest",
+        model_name=model_name,
+        alias="latest",
+        version="{{ ti.xcom_pull(task_ids='" + register_task_id + "')['version'] }}",
+        reason=reason,
+        forward_only=True,
+        promote_manual_runs=promote_manual_runs,
+    )
+
+
+def image_branch_task(*, build_task_id: str, skip_to: str, task_id: str = "image_needed") -> XComArg:
+    """Branches to ``build_task_id`` for remote compute without an ``image`` param, else to ``skip_to``."""
+
+    @task.branch(task_id=task_id)
+    def image_needed(params: dict | None = None) -> str:
+        from airflow_provider_trainium.compute.factory import resolve_compute
+
+        params = params or {}
+        compute = resolve_compute(params["compute"], trainium_config(), int(params["nodes"]))
+        return skip_to if params.get("image") or compute == "local" else build_task_id
+
+    return image_needed()
+
+
+def compile_then_train(
+    *,
+    entry_point: str,
+    job_args: list[str],
+    layout: Mapping[str, Any],
+    train_task_id: str = "train",
+    compile_task_id: str = "compile",
+    trial_steps: int = 10,
+    cache_key_extra: dict[str, Any] | None = None,
+    **train_kwargs: Any,
+) -> tuple[NeuronCompileOperator, NeuronTrainingOperator]:
+    """The compile step (a short trial that fills the compile cache) and the training job on the same layout
+    and arguments, so the cache key matches; training reads the cache the compile step returned."""
+    from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+    from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+
+    compile_op = NeuronCompileOperator(
+        task_id=compile_task_id,
+        entry_point=entry_point,
+        job_args=job_args,
+        trial_steps=trial_steps,
+        **({"cache_key_extra": cache_key_extra} if cache_key_extra else {}),
+        **layout,
+    )
+    train = NeuronTrainingOperator(
+        task_id=train_task_id,
+        entry_point=entry_point,
+        job_args=job_args,
+        compile_cache_uri="{{ ti.xcom_pull(task_ids='" + compile_task_id + "')['compile_cache_uri'] }}",
+        **layout,
+        **train_kwargs,
+    )
+    compile_op >> train
+    return compile_op, train

@@ -1,0 +1,61 @@
+"""Artifacts on S3 are read with the trainium connection's AWS connection, never the default one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_trainium import artifacts
+from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.sensors.compile_cache import NeuronCompileCacheSensor
+from tests.conftest import free_port, set_trainium_connection
+
+BUCKET = "trainium-artifacts-test"
+ROOT = f"s3://{BUCKET}/root"
+
+
+@pytest.fixture
+def s3_root(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A bucket reachable only through ``aws_moto``: ``aws_default`` points at a closed port."""
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    dead = {"conn_type": "aws", "login": "x", "password": "x",
+            "extra": {"endpoint_url": f"http://127.0.0.1:{free_port()}", "region_name": "us-east-1",
+                      "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 1}}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(dead))
+    set_trainium_connection(monkeypatch, aws_conn_id=aws_conn_id, artifact_root=ROOT)
+    hook = S3Hook(aws_conn_id=aws_conn_id)
+    hook.create_bucket(BUCKET)
+    hook.load_string('{"accuracy": 0.97, "history": [1, 2]}', "root/run/model/metrics.json", BUCKET)
+    hook.load_string('{"key": "abc"}', "root/cache/keys/abc.json", BUCKET)
+    hook.load_bytes(b"\x00\x01", "root/run/model/model.bin", BUCKET)
+    return ROOT
+
+
+def test_reads_through_the_trainium_connection(s3_root: str) -> None:
+    assert artifacts.read_json(f"{s3_root}/run/model/metrics.json")["accuracy"] == 0.97
+    assert artifacts.read_bytes(f"{s3_root}/run/model/model.bin") == b"\x00\x01"
+    assert artifacts.exists(f"{s3_root}/run/model")
+    assert not artifacts.exists(f"{s3_root}/run/nothing")
+    assert artifacts.list_uris(f"{s3_root}/run/model/") == [
+        f"{s3_root}/run/model/metrics.json",
+        f"{s3_root}/run/model/model.bin",
+    ]
+    assert artifacts.list_uris(f"{s3_root}/run/nothing") == []
+    assert artifacts.read_json(f"{s3_root}/run/model/absent.json", missing_ok=True) is None
+    with pytest.raises(FileNotFoundError, match="absent.json"):
+        artifacts.read_json(f"{s3_root}/run/model/absent.json")
+
+
+def test_training_metrics_use_the_connections_aws_conn_id(s3_root: str) -> None:
+    op = NeuronTrainingOperator(task_id="train", entry_point="trainer.mnist_mlp.train")
+    assert op.read_metrics(f"{s3_root}/run/model/")["accuracy"] == 0.97
+    assert op.read_metrics(f"{s3_root}/run/empty") is None
+
+
+def test_compile_cache_sensor_uses_the_connections_aws_conn_id(s3_root: str) -> None:
+    found = NeuronCompileCacheSensor(task_id="wait", compile_cache_uri=f"{s3_root}/cache", cache_key="abc")
+    assert found.poke({}).xcom_value == {"key": "abc"}
+    waiting = NeuronCompileCacheSensor(task_id="wait2", compile_cache_uri=f"{s3_root}/cache", cache_key="def")
+    assert waiting.poke({}).is_done is False

@@ -1,0 +1,52 @@
+"""The DAG kit's pieces: templates, layouts, the first-task checks and the run plan helpers."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
+
+from airflow_provider_trainium import dag_kit as kit
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+
+GOOD = {"instance_type": "trn1.32xlarge", "nodes": 2, "compute": "local", "image": None}
+
+
+def test_planned_reads_the_plan_task_return_value() -> None:
+    assert kit.planned("data_uri") == "{{ ti.xcom_pull(task_ids='check_params')['data_uri'] }}"
+    assert kit.planned("x", task_id="plan") == "{{ ti.xcom_pull(task_ids='plan')['x'] }}"
+
+
+def test_job_layout_distributed_and_single_node() -> None:
+    assert kit.job_layout(workload="llm") == {
+        "compute": "{{ params.compute }}",
+        "instance_type": "{{ params.instance_type }}",
+        "nodes": "{{ params.nodes }}",
+        "image": kit.IMAGE_FROM_PARAMS,
+        "workload": "llm",
+    }
+    single = kit.job_layout("img", single_node=True, instance_type=None)
+    assert single == {"compute": "{{ params.compute }}", "image": "img", "distributed": False}
+
+
+def test_check_run_refuses_what_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", raising=False)
+    assert kit.check_run(GOOD, entry_point="trainer.allreduce").configured is False
+    with pytest.raises(AirflowFailException, match="trn1.2xlarge"):
+        kit.check_run({**GOOD, "instance_type": "trn1.2xlarge"}, entry_point="trainer.allreduce")
+    with pytest.raises(AirflowFailException, match="tensor"):
+        kit.check_run({**GOOD, "tensor_parallel_size": 3}, entry_point="trainer.llama.train")
+    with pytest.raises(AirflowFailException, match="input_uri"):
+        kit.check_run({**GOOD, "input_uri": "s3://elsewhere/x"}, entry_point="t", inputs=["input_uri"])
+    with pytest.raises(AirflowFailException):
+        kit.check_run({**GOOD, "image": "evil.example/x@sha256:" + "0" * 64}, entry_point="trainer.allreduce")
+
+
+def test_plan_helpers() -> None:
+    config = TrainiumConfig(artifact_root="s3://bucket/root/")
+    prefix = kit.run_prefix(config, "llama", "pretrain", run_id="manual__2026-01-01T00:00:00")
+    assert prefix.startswith("s3://bucket/root/llama/pretrain/manual__2026-01-01T00-00-00-")
+    assert len(prefix.rsplit("-", 1)[1]) == 10  # the run id's hash keeps run keys unique
+    assert kit.run_prefix(config, "a", "b") == "s3://bucket/root/a/b"
+    assert kit.stage_uris("s3://b/p")["eval_uri"] == "s3://b/p/evaluation"
+    assert kit.peak_tflops({"instance_type": "trn1.32xlarge", "nodes": "4"}) == pytest.approx(16 * 190.0 * 4)
