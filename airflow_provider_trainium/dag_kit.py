@@ -79,9 +79,15 @@ def job_layout(
     **extra: Any,
 ) -> dict[str, Any]:
     """Operator arguments that run a job where the params say: ``compute``, ``instance_type``, ``nodes``,
-    ``image``. ``single_node``: one process on one node (data prep, evaluation); ``instance_type=None`` keeps
+    ``image``, and the job's budget (``max_cost_usd``, ``allow_over_budget_estimate``). ``single_node``: one
+    process on one node (data prep, evaluation); ``instance_type=None`` keeps
     the operator's default; ``extra`` adds or overrides (``workload="llm"``, ``env=RUNTIME_ENV``)."""
-    layout: dict[str, Any] = {"compute": "{{ params.compute }}", "image": image}
+    layout: dict[str, Any] = {
+        "compute": "{{ params.compute }}",
+        "image": image,
+        "max_cost_usd": "{{ params.max_cost_usd }}",
+        "allow_over_budget_estimate": "{{ params.allow_over_budget_estimate }}",
+    }
     if instance_type is not None:
         layout["instance_type"] = instance_type
     if single_node:

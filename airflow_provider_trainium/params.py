@@ -36,11 +36,29 @@ def layout_params(
         "instance_type": Param(instance_type, enum=sorted(CATALOG)),
         "nodes": Param(nodes, type="integer", minimum=1, maximum=max(i.max_nodes for i in CATALOG.values())),
     }
+    params.update(budget_params())
     if instance_types is not None:
         params["instance_type"] = Param(instance_type, enum=sorted(instance_types))
     if computes is not None:
         params["compute"] = compute_param(only=computes, description=compute_description)
     return params
+
+
+def budget_params() -> dict[str, Param]:
+    """``max_cost_usd`` (per job: none by default) and ``allow_over_budget_estimate`` (start a job whose worst
+    case exceeds it anyway; the stop when its accrued cost passes the budget still applies)."""
+    return {
+        "max_cost_usd": Param(
+            None,
+            type=["null", "number"],
+            exclusiveMinimum=0,
+            description="budget of each job in USD: refused before it starts when nodes x price x its timeout "
+            "exceeds it, stopped when its accrued cost passes it",
+        ),
+        "allow_over_budget_estimate": Param(
+            False, type="boolean", description="start a job whose worst case exceeds max_cost_usd anyway"
+        ),
+    }
 
 
 def runtime_param() -> Param:

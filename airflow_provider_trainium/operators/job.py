@@ -99,6 +99,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         "checkpoint_uri",
         "compile_cache_uri",
         "max_cost_usd",
+        "allow_over_budget_estimate",
     )
     ui_color = "#ff9900"
     #: Every backend's links; each reads the one link record (``links.record``) and shows only for its own jobs.
@@ -126,7 +127,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         deferrable: bool = True,
         local_max_processes_per_node: int = 2,
         max_cost_usd: float | str | None = None,
-        allow_over_budget_estimate: bool = False,
+        allow_over_budget_estimate: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -290,6 +291,15 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         """The backend's own checks (storage, queue, layout), before any API call."""
         backend.check(prepared.spec)
 
+    def over_budget_allowed(self) -> bool:
+        """``allow_over_budget_estimate`` (templated: ``"True"``/``"False"`` from a DAG param) as a bool."""
+        value = self.allow_over_budget_estimate
+        if isinstance(value, str):
+            if value.strip().lower() not in ("true", "false", ""):
+                raise ValueError(f"allow_over_budget_estimate must be true or false, got {value!r}")
+            return value.strip().lower() == "true"
+        return bool(value)
+
     def budget_limit(self, prepared: PreparedJob) -> dict[str, float] | None:
         """What the wait needs to stop a job that passes its budget: the budget and the job's hourly rate."""
         from airflow_provider_trainium.compute.cost import COST_PER_HOUR_ENV
@@ -306,7 +316,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         spec = prepared.spec
         check = check_budget(
             spec.nodes, spec.instance_type, float(spec.timeout_seconds), self.budget(),
-            self.allow_over_budget_estimate, self.prices(),
+            self.over_budget_allowed(), self.prices(),
         )  # fmt: skip
         if check.max_cost_usd is not None:
             self.log.info(

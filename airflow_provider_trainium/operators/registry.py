@@ -74,6 +74,8 @@ class RegisterModelOperator(BaseOperator):
         only moves forward: a rerun of an older run never points it back at an older version.
     :param promote_manual_runs: whether a manually triggered run may move ``promote_alias``. A DAG author's
         setting, off by default: someone who may only trigger the DAG must not decide what ``latest`` is.
+    :param cost_task_id: the job task whose cost (its ``trainium_cost`` XCom) the manifest records; default:
+        the nearest upstream ``NeuronTrainingOperator`` (else the nearest ``NeuronJobOperator``).
     """
 
     template_fields: Sequence[str] = (
@@ -103,9 +105,11 @@ class RegisterModelOperator(BaseOperator):
         trainium_conn_id: str = DEFAULT_CONN_ID,
         promote_alias: str | None = None,
         promote_manual_runs: bool = False,
+        cost_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.model_name = validate_model_name(model_name)
+        self.cost_task_id = cost_task_id
         self.promote_manual_runs = promote_manual_runs
         asset = model_asset(model_name)
         outlets = list(kwargs.pop("outlets", None) or [])
@@ -146,6 +150,7 @@ class RegisterModelOperator(BaseOperator):
             checkpoint_uri=self.checkpoint_uri or None,
             base_model=self.base_model or None,
             image=self.image or None,
+            cost=self.run_cost(context),
         )
         mv = result.version
         self.log.info(
@@ -165,6 +170,34 @@ class RegisterModelOperator(BaseOperator):
         context["outlet_events"][self.model_asset].extra = event_extra(out, mv.metrics, root)
         self._registered = {**out, "source_uri": mv.manifest.get("source", {}).get("uri", source)}
         return out
+
+    def cost_task(self) -> str | None:
+        """The task whose cost the version records: ``cost_task_id``, else the nearest upstream trainer."""
+        if self.cost_task_id or not self.has_dag():
+            return self.cost_task_id
+        from airflow_provider_trainium.operators.job import NeuronJobOperator
+        from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+
+        seen: set[str] = set()
+        level = list(self.upstream_list)
+        fallback: str | None = None
+        while level:  # breadth first: the nearest one wins
+            for task in level:
+                if isinstance(task, NeuronTrainingOperator):
+                    return task.task_id
+                if fallback is None and isinstance(task, NeuronJobOperator):
+                    fallback = task.task_id
+            seen.update(t.task_id for t in level)
+            level = [u for t in level for u in t.upstream_list if u.task_id not in seen]
+        return fallback
+
+    def run_cost(self, context: Context) -> dict[str, Any] | None:
+        """The ``trainium_cost`` record of the job that trained these files (None when it pushed none)."""
+        task_id = self.cost_task()
+        if task_id is None:
+            return None
+        cost = context["ti"].xcom_pull(task_ids=task_id, key="trainium_cost")
+        return cost if isinstance(cost, dict) else None
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Inputs: the dataset, the checkpoint and the trained files; output: the registered version."""

@@ -51,9 +51,16 @@ def sha256_stream(path: ObjectStoragePath, sink: Callable[[bytes], object] | Non
     return size, digest.hexdigest()
 
 
-def hash_tree(root: ObjectStoragePath) -> list[FileEntry]:
+#: What a run writes about itself next to its model (the live metrics stream, log cursors): not the model.
+RUN_BOOKKEEPING = ("stream/", ".trainium/")
+
+
+def hash_tree(root: ObjectStoragePath, skip: tuple[str, ...] = ()) -> list[FileEntry]:
+    """Path, size and sha256 of every file under ``root``, except those under the ``skip`` prefixes."""
     entries = []
     for rel, path in walk_files(root):
+        if rel.startswith(skip):
+            continue
         size, sha = sha256_stream(path)
         entries.append(FileEntry(rel, size, sha))
     return entries

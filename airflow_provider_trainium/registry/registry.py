@@ -29,6 +29,7 @@ from airflow_provider_trainium.registry.errors import (  # noqa: F401  (re-expor
     SourceChangedError,
 )
 from airflow_provider_trainium.registry.hashing import (
+    RUN_BOOKKEEPING,
     FileEntry,
     dataset_hash,
     fingerprint,
@@ -265,7 +266,7 @@ class ModelRegistry:
         """
         validate_model_name(name)
         source = self._open(source_uri)
-        entries = hash_tree(source)
+        entries = hash_tree(source, skip=RUN_BOOKKEEPING)  # a version holds the model, not how the run went
         if not entries:
             raise RegistryError(f"nothing to register: {source_uri} holds no files")
         metrics = self._read_metrics(source, metrics_file)

@@ -16,6 +16,12 @@ def test_planned_reads_the_plan_task_return_value() -> None:
     assert kit.planned("x", task_id="plan") == "{{ ti.xcom_pull(task_ids='plan')['x'] }}"
 
 
+BUDGET = {
+    "max_cost_usd": "{{ params.max_cost_usd }}",
+    "allow_over_budget_estimate": "{{ params.allow_over_budget_estimate }}",
+}
+
+
 def test_job_layout_distributed_and_single_node() -> None:
     assert kit.job_layout(workload="llm") == {
         "compute": "{{ params.compute }}",
@@ -23,9 +29,10 @@ def test_job_layout_distributed_and_single_node() -> None:
         "nodes": "{{ params.nodes }}",
         "image": kit.IMAGE_FROM_PARAMS,
         "workload": "llm",
+        **BUDGET,
     }
     single = kit.job_layout("img", single_node=True, instance_type=None)
-    assert single == {"compute": "{{ params.compute }}", "image": "img", "distributed": False}
+    assert single == {"compute": "{{ params.compute }}", "image": "img", "distributed": False, **BUDGET}
 
 
 def test_check_run_refuses_what_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

@@ -85,6 +85,11 @@ def test_pretrain_dag_trains_and_registers(pretrained, artifact_root):
     assert train[-1]["kind"] == "eval" and train[-1]["loss"] == pytest.approx(metrics["eval_loss"], abs=1e-6)
     assert read_records(model_dir.as_uri(), "monitor-node0", kinds=["host"])
     assert not list((artifact_root / "llama" / "pretrain").glob("*/data/stream"))  # no monitor in data preparation
+    # The version records what its run cost: 0 on local compute, and the estimate for 1 x trn1.2xlarge.
+    cost = model.manifest["cost"]
+    assert cost["usd"] == 0.0 and cost["is_estimate"] is True and cost["instance_type"] == "trn1.2xlarge"
+    assert cost["estimate_usd"] > 0 and cost["wall_s"] > 0 and cost["price_date"]
+    assert not [f for f in model.manifest["files"] if f["path"].startswith("stream/")]  # the model, not the run
 
 
 def test_bad_layout_fails_before_any_job_starts(artifact_root):

@@ -1,0 +1,37 @@
+"""Which job's cost a registered version records: the nearest upstream trainer, or the one named."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG
+
+from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+
+
+def pipeline(**register_kwargs) -> RegisterModelOperator:
+    with DAG("cost_lineage", schedule=None, start_date=dt.datetime(2026, 1, 1)):
+        prepare = NeuronJobOperator(task_id="prepare", entry_point="trainer.mnist_mlp.prepare", distributed=False)
+        train = NeuronTrainingOperator(task_id="train", entry_point="trainer.mnist_mlp.train")
+        evaluate = NeuronJobOperator(task_id="evaluate", entry_point="trainer.mnist_mlp.evaluate", distributed=False)
+        register = RegisterModelOperator(task_id="register", model_name="m", source_uri="file:///x", **register_kwargs)
+        prepare >> train >> evaluate >> register
+    return register
+
+
+def test_the_nearest_upstream_trainer_is_the_cost_of_the_version():
+    assert pipeline().cost_task() == "train"  # not the evaluation job right before it
+
+
+def test_a_named_task_wins():
+    assert pipeline(cost_task_id="evaluate").cost_task() == "evaluate"
+
+
+def test_without_a_trainer_the_nearest_job_is_taken():
+    with DAG("no_trainer", schedule=None, start_date=dt.datetime(2026, 1, 1)):
+        job = NeuronJobOperator(task_id="job", entry_point="trainer.allreduce")
+        register = RegisterModelOperator(task_id="register", model_name="m", source_uri="file:///x")
+        job >> register
+    assert register.cost_task() == "job"
