@@ -47,3 +47,15 @@ def test_a_budget_below_the_worst_case_is_refused_before_submit_job(batch_env, t
     assert definitions == []  # nothing was registered either
     printed = capfd.readouterr()
     assert "worst case $43.00 exceeds max_cost_usd $10.00: 2 x trn1.32xlarge" in printed.out + printed.err
+
+
+def test_the_dags_budget_param_reaches_the_job(batch_env, capfd):
+    from tests.e2e.test_mnist_dag import get_dag
+
+    dag = get_dag("trainium_allreduce_smoke")
+    run = dag.test(run_conf={"compute": "batch", "nodes": 2, "instance_type": "trn1.32xlarge", "max_cost_usd": 5})
+
+    assert str(run.get_task_instance("allreduce").state) == "failed"
+    assert batch_env.batch.list_jobs(jobQueue=batch_env.queue, jobStatus="SUBMITTED")["jobSummaryList"] == []
+    printed = capfd.readouterr()
+    assert "exceeds max_cost_usd $5.00: 2 x trn1.32xlarge" in printed.out + printed.err
