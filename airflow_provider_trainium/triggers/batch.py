@@ -7,22 +7,21 @@ killing the task terminates the job (``on_kill``); a triggerer restart does not 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_trainium.compute.batch_status import DEFAULT_LOG_GROUP
 from airflow_provider_trainium.compute.batch_watch import BatchJobWatch
-from airflow_provider_trainium.compute.watch import first_event
+from airflow_provider_trainium.triggers.base import JobWatchTrigger
 
 
-class TrainiumBatchJobTrigger(BaseTrigger):
+class TrainiumBatchJobTrigger(JobWatchTrigger):
     """Fires one event (``JobEvent.to_dict()``) when a Batch job ends, its deadline passes or its budget runs out.
 
     :param deadline: absolute epoch seconds; the job is terminated then.
     :param budget: ``{"max_cost_usd", "cost_per_hour_usd"}``: the job is terminated once it costs more.
     """
+
+    watch_class = BatchJobWatch
 
     def __init__(
         self,
@@ -52,39 +51,6 @@ class TrainiumBatchJobTrigger(BaseTrigger):
         #: Where the log position survives a triggerer restart; None: kept in memory only.
         self.log_cursor_uri = log_cursor_uri
         self.budget = budget
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "handle": self.handle,
-                "deadline": self.deadline,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
-                "num_nodes": self.num_nodes,
-                "log_group": self.log_group,
-                "poll_interval": self.poll_interval,
-                "log_interval": self.log_interval,
-                "stream_logs": self.stream_logs,
-                "log_cursor_uri": self.log_cursor_uri,
-                "budget": self.budget,
-            },
-        )
-
-    def watch(self) -> BatchJobWatch:
-        return BatchJobWatch(**self.serialize()[1])
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        event = await first_event(self.watch(), self._log_line)
-        yield TriggerEvent(event.to_dict())
-
-    def _log_line(self, line: str) -> None:
-        self.log.info("%s", line)
-
-    async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed/success, clear): stop paying for the job."""
-        self.log.info("task killed: terminating AWS Batch job %s", self.handle["job_id"])
-        await self.watch().cancel("the Airflow task was killed")
 
 
 #: The name deferred tasks of earlier releases stored; a running deployment resumes them through it.

@@ -7,16 +7,13 @@ stops the task when a user kills the deferred task; ``cleanup`` does not (it als
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
-
 from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
-from airflow_provider_trainium.compute.watch import first_event
+from airflow_provider_trainium.triggers.base import JobWatchTrigger
 
 
-class TrainiumEcsTaskTrigger(BaseTrigger):
+class TrainiumEcsTaskTrigger(JobWatchTrigger):
     """Fires one event (``JobEvent.to_dict()``) when the ECS task ends, its deadline passes or it never starts.
 
     :param handle: ``JobHandle.to_dict()`` of the task; ``details`` holds cluster, log group and stream.
@@ -24,6 +21,8 @@ class TrainiumEcsTaskTrigger(BaseTrigger):
     :param placement_timeout: seconds a task may stay PROVISIONING/PENDING after it was created.
     :param budget: ``{"max_cost_usd", "cost_per_hour_usd"}``: the task is stopped once it costs more.
     """
+
+    watch_class = EcsTaskWatch
 
     def __init__(
         self,
@@ -46,36 +45,6 @@ class TrainiumEcsTaskTrigger(BaseTrigger):
         #: Where the log position survives a triggerer restart; None: kept in memory only.
         self.log_cursor_uri = log_cursor_uri
         self.budget = budget
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "handle": self.handle,
-                "deadline": self.deadline,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
-                "poll_interval": self.poll_interval,
-                "placement_timeout": self.placement_timeout,
-                "log_cursor_uri": self.log_cursor_uri,
-                "budget": self.budget,
-            },
-        )
-
-    def watch(self) -> EcsTaskWatch:
-        return EcsTaskWatch(**self.serialize()[1])
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        event = await first_event(self.watch(), self._log_line)
-        yield TriggerEvent(event.to_dict())
-
-    def _log_line(self, line: str) -> None:
-        self.log.info("%s", line)
-
-    async def on_kill(self) -> None:
-        """A user killed the deferred task: stop the ECS task so it stops costing money."""
-        await self.watch().cancel("Airflow task was killed")
-        self.log.info("stopped ECS task %s", self.handle["job_id"])
 
 
 #: The name deferred tasks of earlier releases stored; a running deployment resumes them through it.

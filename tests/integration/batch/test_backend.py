@@ -150,7 +150,7 @@ def test_kill_terminates_the_job_but_a_triggerer_restart_does_not(batch_env):
     assert job["status"] == "RUNNING" and "statusReason" not in job
     asyncio.run(wait_then_cancel(kill=True))
     (job,) = batch_env.batch.describe_jobs(jobs=[handle.job_id])["jobs"]
-    assert job["statusReason"] == "Airflow: the Airflow task was killed"
+    assert job["statusReason"] == "Airflow: Airflow task was killed"
     assert moto_batch.job(batch_env.region, handle.job_id).stop is True
 
 
