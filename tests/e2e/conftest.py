@@ -9,6 +9,7 @@ private to their owner. Logs and screenshots stay there for CI to keep.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -173,3 +174,44 @@ def mnist_min_accuracy() -> float:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "MIN_ACCURACY" for t in node.targets):
             return float(ast.literal_eval(node.value))
     raise AssertionError("dags/trainium_mnist_mlp.py defines no MIN_ACCURACY")
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+# Module scope: sync Playwright runs an event loop in this thread until it closes, which later tests
+# calling asyncio.run() could not share.
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium driven by Playwright (its own browser download cannot work here)."""
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} not found: run .ci/system-deps.sh (Debian's chromium package)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, deployment, request) -> Iterator[Any]:
+    """A page logged in through Airflow's login form; its last state is saved as a screenshot."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    page.goto(f"{deployment.url}/")
+    page.locator("input[name=username]").fill(USERNAME)
+    page.locator("input[name=password]").fill(deployment.password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(r"^(?!.*/auth/login).*$"))
+    page.wait_for_load_state("networkidle")
+    yield page
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{request.module.__name__.rsplit('.', 1)[-1]}-{request.node.name}")
+    shot = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+    context.close()

@@ -6,24 +6,17 @@ Screenshots go to test-artifacts/screenshots/ (printed by the tests)."""
 from __future__ import annotations
 
 import json
-import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
 import pytest
 
-from airflow_provider_trainium.devserver.deployment import USERNAME
 from airflow_provider_trainium.plugins.app import MAX_COMPARED
-from tests.e2e.conftest import SCREENSHOTS, wait_run
+from tests.e2e.conftest import wait_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 MNIST = "trainium_mnist_mlp"
 VIEW = "/trainium"
 ENDPOINTS = ["/", "/api/runs", f"/api/runs/{MNIST}/any-run", "/static/uPlot.iife.min.js", "/static/trainium-view.js"]
@@ -42,38 +35,6 @@ def run(api, deployment) -> dict[str, Any]:
         "output_uri": api.xcom(MNIST, run_id, "train"),
         "version": api.xcom(MNIST, run_id, "register")["version"],
     }
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(f"{CHROMIUM} not found: run .ci/system-deps.sh (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser, deployment, request) -> Iterator[Any]:
-    """A page logged in through Airflow's login form; its last state is saved as a screenshot."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1100})
-    context.set_default_timeout(60_000)
-    page = context.new_page()
-    page.goto(f"{deployment.url}/")
-    page.locator("input[name=username]").fill(USERNAME)
-    page.locator("input[name=password]").fill(deployment.password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"^(?!.*/auth/login).*$"))
-    page.wait_for_load_state("networkidle")
-    yield page
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shot = SCREENSHOTS / f"trainium-view-{re.sub(r'[^A-Za-z0-9_.-]+', '-', request.node.name)}.png"
-    page.screenshot(path=str(shot), full_page=True)
-    print(f"screenshot: {shot}")
-    context.close()
 
 
 def loaded(frame) -> None:

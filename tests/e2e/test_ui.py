@@ -4,56 +4,17 @@ here), against the deployment. Every test saves a screenshot under test-artifact
 from __future__ import annotations
 
 import re
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from airflow_provider_trainium.compute.naming import job_name
-from airflow_provider_trainium.devserver.deployment import USERNAME
-from tests.e2e.conftest import SCREENSHOTS, training_processes, wait_for, wait_run
+from tests.e2e.conftest import training_processes, wait_for, wait_run
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 DAGS = ["trainium_mnist_mlp", "trainium_allreduce_smoke", "trainium_llama_pretrain", "trainium_llama_finetune"]
 MNIST = "trainium_mnist_mlp"
-
-
-# Module scope: sync Playwright runs an event loop in this thread until it closes, which later tests
-# calling asyncio.run() could not share.
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(f"{CHROMIUM} not found: run .ci/system-deps.sh (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser, deployment, request) -> Iterator[Any]:
-    """A page logged in through the login form; its last state is saved as a screenshot."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(60_000)
-    page = context.new_page()
-    page.goto(f"{deployment.url}/")
-    page.locator("input[name=username]").fill(USERNAME)
-    page.locator("input[name=password]").fill(deployment.password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"^(?!.*/auth/login).*$"))
-    page.wait_for_load_state("networkidle")
-    yield page
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-    context.close()
 
 
 def open_trigger_form(page, deployment, dag_id: str) -> Any:
