@@ -8,7 +8,6 @@ again; a job that succeeded is not rerun.
 
 from __future__ import annotations
 
-import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +19,11 @@ from airflow_provider_trainium.compute.base import (
     JobInputError,
     JobState,
     JobStatus,
-    LogSink,
 )
 from airflow_provider_trainium.compute.batch_status import CANCEL_PREFIX, batch_state, exit_code
 from airflow_provider_trainium.compute.batch_watch import BatchJobWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
-from airflow_provider_trainium.compute.watch import trigger_from, wait_in_worker, watch_kwargs
+from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -41,7 +39,7 @@ class BatchInputError(JobInputError):
     """A job Batch must not be sent (wrong storage, wrong queue): fails the task before anything is paid for."""
 
 
-class BatchBackend(ComputeBackend):
+class BatchBackend(WatchedBackend, ComputeBackend):
     """Runs a job spec as an AWS Batch job on the queue the connection names for its instance type.
 
     :param poll_interval: seconds between DescribeJobs rounds of the shared poller (and the worker wait).
@@ -214,16 +212,6 @@ class BatchBackend(ComputeBackend):
             log_interval=self.log_interval,
             budget=budget,
         )
-
-    def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
-        """``TrainiumBatchJobTrigger`` over :meth:`watch`'s arguments."""
-        return trigger_from(self.trigger_classpath, watch_kwargs(self.watch(handle, deadline, budget)))
-
-    def wait(
-        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
-    ) -> JobStatus:
-        """The worker-side wait (non-deferrable tasks): the same watch loop, run here to its one event."""
-        return wait_in_worker(self.watch(handle, time.time() + timeout_seconds, budget), log)
 
 
 def _tagged(job: dict[str, Any], tags: dict[str, str]) -> bool:

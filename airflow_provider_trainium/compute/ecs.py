@@ -11,7 +11,6 @@ settings, the spec (one node, an image, overrides within limits) and the cluster
 from __future__ import annotations
 
 import re
-import time
 from functools import cached_property
 from typing import Any
 
@@ -22,7 +21,6 @@ from airflow_provider_trainium.compute.base import (
     JobInputError,
     JobState,
     JobStatus,
-    LogSink,
 )
 from airflow_provider_trainium.compute.ecs_definitions import (
     MAX_OVERRIDES_CHARS,
@@ -35,7 +33,7 @@ from airflow_provider_trainium.compute.ecs_definitions import (
 from airflow_provider_trainium.compute.ecs_status import STOPPED, task_id, task_status
 from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
-from airflow_provider_trainium.compute.watch import trigger_from, wait_in_worker, watch_kwargs
+from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -63,7 +61,7 @@ def tag_value(value: str) -> str:
     return _TAG_UNSAFE.sub("_", value)[:256]
 
 
-class EcsBackend(ComputeBackend):
+class EcsBackend(WatchedBackend, ComputeBackend):
     """Run one-node jobs as ECS tasks; wait for them in the triggerer (or in the worker)."""
 
     name = "ecs"
@@ -255,13 +253,3 @@ class EcsBackend(ComputeBackend):
             placement_timeout=self.placement_timeout_seconds,
             budget=budget,
         )
-
-    def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
-        """``TrainiumEcsTaskTrigger`` over :meth:`watch`'s arguments."""
-        return trigger_from(self.trigger_classpath, watch_kwargs(self.watch(handle, deadline, budget)))
-
-    def wait(
-        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
-    ) -> JobStatus:
-        """The worker path: the same watch loop, run here to its one event, its log lines going to ``log``."""
-        return wait_in_worker(self.watch(handle, time.time() + timeout_seconds, budget), log)

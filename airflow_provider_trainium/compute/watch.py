@@ -9,10 +9,11 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from airflow_provider_trainium.compute.base import JobStatus, LogSink
+from airflow_provider_trainium.compute.base import JobHandle, JobStatus, LogSink
 from airflow_provider_trainium.compute.events import JobEvent
 
 
@@ -47,3 +48,25 @@ def trigger_from(classpath: str, kwargs: dict[str, Any]) -> Any:
 def watch_kwargs(watch: Any) -> dict[str, Any]:
     """A watch loop's constructor arguments: its trigger shell takes exactly these."""
     return {f.name: getattr(watch, f.name) for f in dataclasses.fields(watch) if f.init}
+
+
+class WatchedBackend:
+    """What a remote backend's wait is made of: its :meth:`watch` loop, run by its trigger shell in the
+    triggerer (deferred) or here in the worker. A backend mixes this in and defines ``watch`` and
+    ``trigger_classpath``."""
+
+    #: The trigger shell (in triggers/) that the triggerer runs this backend's watch loop in.
+    trigger_classpath: str
+
+    def watch(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
+        raise NotImplementedError
+
+    def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
+        """The trigger shell over :meth:`watch`'s arguments."""
+        return trigger_from(self.trigger_classpath, watch_kwargs(self.watch(handle, deadline, budget)))
+
+    def wait(
+        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
+    ) -> JobStatus:
+        """The worker-side wait (non-deferrable tasks): the same watch loop, run here to its one event."""
+        return wait_in_worker(self.watch(handle, time.time() + timeout_seconds, budget), log)
