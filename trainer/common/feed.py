@@ -2,14 +2,23 @@
 
 - Host side: one gather per epoch puts this rank's samples, already shuffled, into contiguous tensors; each
   step's batch is a view of them (no per-step indexing, no copy).
-- XLA (Neuron, torch-xla CPU): torch-xla's ``ParallelLoader`` moves the batches to the device in background
-  threads, as the Neuron training samples do, and cuts the step's graph (``torch_xla.sync``) when the next
-  batch is taken. The training loop therefore calls no sync of its own.
+- XLA: taking the next batch cuts the previous step's graph (``torch_xla.sync``), so the training loop calls
+  no sync of its own. How the batches reach the device depends on where the device is:
+
+  - ``background`` (default on Neuron): torch-xla's ``ParallelLoader`` moves them in background threads, as
+    the Neuron training samples do; the copies to the NeuronCores' memory overlap the device's compute.
+  - ``sync`` (default on torch-xla CPU): chunks of ``SYNC_CHUNK`` batches are moved in one call on the
+    training thread, just before they are needed. The "device" is the host's own cores, so there is nothing
+    to overlap: the loader's two threads only compete with the step for the same cores and the GIL, which
+    measured slower than the bare loop on a two-core host (see ``benchmarks/trainer_overhead.py``).
+
+  ``TRAINIUM_DEVICE_FEED=background|sync`` picks one explicitly (to compare them).
 - Eager: the views are the batches.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -21,6 +30,9 @@ from trainer.common.device import Runtime
 #: Host batches queued ahead of the transfer thread, and device batches queued ahead of the step.
 LOADER_PREFETCH = 32
 DEVICE_PREFETCH = 16
+#: Batches moved per transfer call by the synchronous feed.
+SYNC_CHUNK = 32
+FEEDS = ("background", "sync")
 
 
 def gather_batches(tensors: Sequence[torch.Tensor], order: np.ndarray) -> list[tuple[torch.Tensor, ...]]:
@@ -34,15 +46,28 @@ def gather_batches(tensors: Sequence[torch.Tensor], order: np.ndarray) -> list[t
     return list(zip(*(g.unbind(0) for g in gathered), strict=True))
 
 
+def feed_kind(runtime: Runtime) -> str:
+    """How batches reach an XLA device: ``background`` on Neuron, ``sync`` on torch-xla CPU (module docstring)."""
+    forced = os.environ.get("TRAINIUM_DEVICE_FEED", "").strip().lower()
+    if forced:
+        if forced not in FEEDS:
+            raise ValueError(f"TRAINIUM_DEVICE_FEED={forced!r}; allowed: {', '.join(FEEDS)}")
+        return forced
+    return "background" if runtime.name == "neuron" else "sync"
+
+
 @contextmanager
 def device_feed(batches: Sequence[object], runtime: Runtime) -> Iterator[Iterator[object]]:
     """Iterate ``batches`` on the runtime's device; on XLA each ``next()`` first ends the previous step's graph.
 
-    Leaving the block early (``--max-steps``, an error) stops the transfer threads; the caller syncs once
-    after the loop (the loader only syncs itself when it runs out of batches).
+    When the batches run out the feed cuts the last step's graph too. Leaving the block early
+    (``--max-steps``, an error) stops the background threads; the caller syncs once after the loop.
     """
     if not runtime.is_xla:
         yield iter(batches)
+        return
+    if feed_kind(runtime) == "sync":
+        yield _sync_feed(batches, runtime.device)
         return
     from torch_xla.distributed.parallel_loader import ParallelLoader
 
@@ -53,3 +78,18 @@ def device_feed(batches: Sequence[object], runtime: Runtime) -> Iterator[Iterato
         yield loader.per_device_loader(runtime.device)
     finally:
         loader.close()
+
+
+def _sync_feed(batches: Sequence[object], device: torch.device) -> Iterator[object]:
+    """The loader's contract without its threads: one transfer call per chunk, a graph cut before each batch."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    first = True
+    for start in range(0, len(batches), SYNC_CHUNK):
+        for batch in xm.send_cpu_data_to_device(list(batches[start : start + SYNC_CHUNK]), device):
+            if not first:
+                torch_xla.sync()
+            first = False
+            yield batch
+    torch_xla.sync()
