@@ -22,7 +22,7 @@ from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.common.device import Runtime, init_runtime, software_versions
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
-from trainer.common.feed import device_feed, gather_batches
+from trainer.common.feed import device_feed, feed_kind, gather_batches
 from trainer.common.metrics import MetricsRecorder
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
@@ -180,6 +180,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "xla_train_graphs": activity["compiled"],
         "xla_train_graphs_run": activity["executed"],
         "xla_train_host_transfers": activity["host_transfers"],
+        "xla_device_feed": feed_kind(runtime) if runtime.is_xla else None,
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
         "compile_only": args.compile_only,
