@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from trainer.common import feed as feeds
 from trainer.common.device import Runtime
-from trainer.common.feed import device_feed, feed_kind, gather_batches
+from trainer.common.feed import device_feed, feed_kind, gather_batches, gather_buffers
 
 
 def data(n: int = 40) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,3 +137,17 @@ def eager_reference(batches: list) -> list[float]:
             optimizer.step()
             losses.append(float(loss.detach()))
     return losses
+
+
+def test_gathers_into_reused_buffers_give_each_order_its_samples():
+    features, labels = data()
+    buffers = gather_buffers((features, labels), 36)
+    for seed in (0, 1):
+        order = np.random.default_rng(seed).permutation(40)[:32].reshape(8, 4)
+        batches = gather_batches((features, labels), order, out=buffers)
+        assert [(x.tolist(), y.tolist()) for x, y in batches] == [
+            (x.tolist(), y.tolist()) for x, y in gather_batches((features, labels), order)
+        ]
+        assert batches[0][0].untyped_storage().data_ptr() == buffers[0].untyped_storage().data_ptr()
+    with pytest.raises(ValueError, match="fewer than the 40 samples"):
+        gather_batches((features, labels), np.arange(40).reshape(10, 4), out=buffers)

@@ -22,7 +22,7 @@ from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.common.device import Runtime, init_runtime, software_versions
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
-from trainer.common.feed import device_feed, feed_kind, gather_batches
+from trainer.common.feed import device_feed, feed_kind, gather_batches, gather_buffers
 from trainer.common.metrics import MetricsRecorder
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
@@ -124,12 +124,14 @@ def train(args: argparse.Namespace) -> dict[str, object]:
     recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
     first_step, train_seconds = step, 0.0
     activity = dict.fromkeys(runtime.activity(), 0)
+    steps_per_epoch = len(targets) // (dist.world_size * args.batch_size)
+    buffers = gather_buffers((features, targets), steps_per_epoch * args.batch_size)  # reused by every epoch
     done = False
     for epoch in range(start_epoch, args.epochs):
         t0 = time.perf_counter()
         before = runtime.activity()
         order = shard_indices(len(targets), epoch, args.seed, dist, args.batch_size)
-        batches = gather_batches((features, targets), order)
+        batches = gather_batches((features, targets), order, out=buffers)
         logged: tuple[int, torch.Tensor] | None = None
         with device_feed(batches, runtime) as feed:
             for x, y in feed:
@@ -148,6 +150,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
                     done = True
                     break
         runtime.step()  # the epoch's last step, when the feed did not run out (a no-op otherwise)
+        runtime.wait()  # the next epoch gathers into the buffers this one's transfers read
         if logged is not None:
             recorder.record(step=logged[0], epoch=epoch, loss=round(float(runtime.to_cpu(logged[1])), 5))
         train_seconds += time.perf_counter() - t0
