@@ -102,11 +102,8 @@ def _sync_feed(batches: Sequence[object], device: torch.device) -> Iterator[obje
     import torch_xla
     import torch_xla.core.xla_model as xm
 
-    first = True
     for start in range(0, len(batches), SYNC_CHUNK):
         for batch in xm.send_cpu_data_to_device(list(batches[start : start + SYNC_CHUNK]), device):
-            if not first:
-                torch_xla.sync()
-            first = False
+            torch_xla.sync()  # as the loader: what was traced before this batch (the previous step) runs now
             yield batch
     torch_xla.sync()
