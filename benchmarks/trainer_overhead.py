@@ -14,6 +14,7 @@ after the backward pass with one ``all_reduce`` per gradient over gloo (on torch
 as the trainer must: PJRT's CPU client has no cross-process collectives).
 
     python benchmarks/trainer_overhead.py [--samples 60000] [--epochs 1] [--repeats 3] [--compare-feeds]
+        [--runtimes eager,xla] [--ranks 1,2]
 """
 
 from __future__ import annotations
@@ -154,6 +155,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for every run (0: torch's default)")
+    p.add_argument("--runtimes", default="eager,xla", help="comma-separated subset of eager,xla")
+    p.add_argument("--ranks", default="1,2", help="comma-separated subset of 1,2")
     p.add_argument("--compare-feeds", action="store_true", help="XLA rows: also run ours with the background loader")
     p.add_argument("--bare-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
@@ -171,8 +174,8 @@ def main() -> None:
         work = Path(tmp)
         (work / "data").mkdir()
         data_uri = write_data(work / "data", args.samples)
-        for runtime in ("eager", "xla"):
-            for ranks in (1, 2):
+        for runtime in args.runtimes.split(","):
+            for ranks in (int(r) for r in args.ranks.split(",")):
                 bare, ours, background = [], [], []
                 for _ in range(args.repeats):  # alternate, so load changes on a shared machine hit all
                     bare.append(run_bare(work, data_uri, runtime, ranks, args.epochs))
