@@ -49,7 +49,7 @@ def gather_batches(
 
     Each tensor is gathered once (``index_select`` into one tensor), then split along the step axis. With
     ``out`` (from ``gather_buffers``) the gather reuses those buffers: the batches stay valid until the next
-    gather into them, so a feed over them must be finished first (``device_feed`` is, when its block ends).
+    gather into them, so the feed over them must have ended and its graphs run (``Runtime.wait``) first.
     """
     steps, batch = order.shape
     flat = torch.from_numpy(np.ascontiguousarray(order.reshape(-1), dtype=np.int64))
