@@ -4,13 +4,17 @@ Both run on the same generated MNIST-shaped data (60,000 x 28x28 by default), th
 plain SGD (lr 0.01, no momentum), batch 32 per rank, one epoch, each under ``torchrun`` with the same
 environment, one after the other and alternating, ``--repeats`` times per row. The table shows the median
 samples/s of each, their ratio (ours / bare) and the XLA graphs each training loop compiled.
+On torch-xla CPU the trainer moves batches synchronously in chunks (``trainer.common.feed``);
+``--compare-feeds`` also runs it with torch-xla's background ``ParallelLoader`` (the Neuron default)
+and adds that column, the measurement behind the choice.
 
 The bare loop is what the ECS + Trn1 recipe writes: contiguous slices of the (unshuffled) data, moved to the
 device every step, ``optimizer.step()`` and ``xm.mark_step()`` every step. With 2 ranks it averages gradients
 after the backward pass with one ``all_reduce`` per gradient over gloo (on torch-xla CPU through the host,
 as the trainer must: PJRT's CPU client has no cross-process collectives).
 
-    python benchmarks/trainer_overhead.py [--samples 60000] [--epochs 1] [--repeats 3]
+    python benchmarks/trainer_overhead.py [--samples 60000] [--epochs 1] [--repeats 3] [--compare-feeds]
+        [--runtimes eager,xla] [--ranks 1,2]
 """
 
 from __future__ import annotations
@@ -113,8 +117,11 @@ def bare_worker(data_uri: str, epochs: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-def torchrun(ranks: int, runtime: str, module_args: list[str]) -> None:
+def torchrun(ranks: int, runtime: str, module_args: list[str], feed: str = "") -> None:
     env = {**os.environ, "TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)}
+    env.pop("TRAINIUM_DEVICE_FEED", None)
+    if feed:
+        env["TRAINIUM_DEVICE_FEED"] = feed
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
     done = subprocess.run(command + module_args, env=env, capture_output=True, text=True)
     if done.returncode:
@@ -128,14 +135,18 @@ def run_bare(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int) -
     return json.loads(out.read_text())
 
 
-def run_ours(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int) -> dict:
-    out = work / f"ours-{runtime}-{ranks}"
+def run_ours(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int, feed: str = "") -> dict:
+    out = work / f"ours-{runtime}-{ranks}{feed}"
     args = ["-m", "trainer.mnist_mlp.train", "--data-uri", data_uri, "--output-uri", out.as_uri(),
             "--epochs", str(epochs), "--batch-size", str(BATCH), "--lr", str(LR), "--momentum", "0",
             "--log-every", "100"]  # fmt: skip
-    torchrun(ranks, runtime, args)
+    torchrun(ranks, runtime, args, feed)
     metrics = json.loads((out / "metrics.json").read_text())
-    return {"samples_per_second": metrics["samples_per_second"], "graphs": metrics["xla_train_graphs"]}
+    return {
+        "samples_per_second": metrics["samples_per_second"],
+        "graphs": metrics["xla_train_graphs"],
+        "feed": metrics.get("xla_device_feed") or "-",
+    }
 
 
 def main() -> None:
@@ -144,6 +155,9 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for every run (0: torch's default)")
+    p.add_argument("--runtimes", default="eager,xla", help="comma-separated subset of eager,xla")
+    p.add_argument("--ranks", default="1,2", help="comma-separated subset of 1,2")
+    p.add_argument("--compare-feeds", action="store_true", help="XLA rows: also run ours with the background loader")
     p.add_argument("--bare-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -160,13 +174,15 @@ def main() -> None:
         work = Path(tmp)
         (work / "data").mkdir()
         data_uri = write_data(work / "data", args.samples)
-        for runtime in ("eager", "xla"):
-            for ranks in (1, 2):
-                bare, ours = [], []
-                for _ in range(args.repeats):  # alternate, so load changes on a shared machine hit both
+        for runtime in args.runtimes.split(","):
+            for ranks in (int(r) for r in args.ranks.split(",")):
+                bare, ours, background = [], [], []
+                for _ in range(args.repeats):  # alternate, so load changes on a shared machine hit all
                     bare.append(run_bare(work, data_uri, runtime, ranks, args.epochs))
                     ours.append(run_ours(work, data_uri, runtime, ranks, args.epochs))
-                rows.append((runtime, ranks, bare, ours))
+                    if args.compare_feeds and runtime == "xla":
+                        background.append(run_ours(work, data_uri, runtime, ranks, args.epochs, "background"))
+                rows.append((runtime, ranks, bare, ours, background))
                 print(f"measured {runtime} x{ranks}", file=sys.stderr, flush=True)
 
     print(
@@ -174,13 +190,20 @@ def main() -> None:
         f"median of {args.repeats} alternating runs, {os.cpu_count()} CPU(s), "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}\n"
     )
-    print("| runtime | ranks | bare samples/s | ours samples/s | ours/bare | bare graphs | ours graphs |")
-    print("|---|---|---|---|---|---|---|")
-    for runtime, ranks, bare, ours in rows:
+    extra = " ours with background loader/bare |" if args.compare_feeds else ""
+    header = "| runtime | ranks | ours feed | bare samples/s | ours samples/s | ours/bare | bare graphs | ours graphs |"
+    print(header + extra)
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if extra else ""))
+    for runtime, ranks, bare, ours, background in rows:
         b = statistics.median(r["samples_per_second"] for r in bare)
         o = statistics.median(r["samples_per_second"] for r in ours)
         graphs = (str(bare[-1]["graphs"]), str(ours[-1]["graphs"])) if runtime == "xla" else ("-", "-")
-        print(f"| {runtime} | {ranks} | {b:,.0f} | {o:,.0f} | {o / b:.2f}x | {graphs[0]} | {graphs[1]} |")
+        line = f"| {runtime} | {ranks} | {ours[-1]['feed']} | {b:,.0f} | {o:,.0f} | {o / b:.2f}x | "
+        line += f"{graphs[0]} | {graphs[1]} |"
+        if extra:
+            bg = statistics.median(r["samples_per_second"] for r in background) / b if background else None
+            line += f" {bg:.2f}x |" if bg else " - |"
+        print(line)
 
 
 if __name__ == "__main__":

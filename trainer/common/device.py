@@ -55,6 +55,16 @@ class Runtime:
 
             torch_xla.sync()
 
+    def wait(self) -> None:
+        """Block until every queued XLA graph has run (a no-op in eager mode).
+
+        Their inputs, host buffers included, have then been consumed, so those buffers may be refilled.
+        """
+        if self.is_xla:
+            import torch_xla.core.xla_model as xm
+
+            xm.wait_device_ops()
+
     def compilations(self) -> int:
         """XLA graphs compiled by this process so far (0 in eager mode)."""
         if not self.is_xla:

@@ -1,15 +1,26 @@
 """Batches prepared ahead of the step, so the step itself only computes.
 
 - Host side: one gather per epoch puts this rank's samples, already shuffled, into contiguous tensors; each
-  step's batch is a view of them (no per-step indexing, no copy).
-- XLA (Neuron, torch-xla CPU): torch-xla's ``ParallelLoader`` moves the batches to the device in background
-  threads, as the Neuron training samples do, and cuts the step's graph (``torch_xla.sync``) when the next
-  batch is taken. The training loop therefore calls no sync of its own.
+  step's batch is a view of them (no per-step indexing, no copy). A loop of many epochs gathers into the same
+  buffers each time (``gather_buffers``): memory touched once at setup, instead of fresh pages every epoch,
+  which measured at about three times the cost of the copy itself.
+- XLA: taking the next batch cuts the previous step's graph (``torch_xla.sync``), so the training loop calls
+  no sync of its own. How the batches reach the device depends on where the device is:
+
+  - ``background`` (default on Neuron): torch-xla's ``ParallelLoader`` moves them in background threads, as
+    the Neuron training samples do; the copies to the NeuronCores' memory overlap the device's compute.
+  - ``sync`` (default on torch-xla CPU): chunks of ``SYNC_CHUNK`` batches are moved in one call on the
+    training thread, just before they are needed. The "device" is the host's own cores, so there is nothing
+    to overlap: the loader's two threads only compete with the step for the same cores and the GIL, which
+    measured slower than the bare loop on a two-core host (see ``benchmarks/trainer_overhead.py``).
+
+  ``TRAINIUM_DEVICE_FEED=background|sync`` picks one explicitly (to compare them).
 - Eager: the views are the batches.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -21,28 +32,59 @@ from trainer.common.device import Runtime
 #: Host batches queued ahead of the transfer thread, and device batches queued ahead of the step.
 LOADER_PREFETCH = 32
 DEVICE_PREFETCH = 16
+#: Batches moved per transfer call by the synchronous feed.
+SYNC_CHUNK = 32
+FEEDS = ("background", "sync")
 
 
-def gather_batches(tensors: Sequence[torch.Tensor], order: np.ndarray) -> list[tuple[torch.Tensor, ...]]:
+def gather_buffers(tensors: Sequence[torch.Tensor], rows: int) -> list[torch.Tensor]:
+    """Destinations for ``gather_batches(..., out=)`` holding ``rows`` samples of each tensor, already touched."""
+    return [torch.empty((rows, *t.shape[1:]), dtype=t.dtype).fill_(0) for t in tensors]
+
+
+def gather_batches(
+    tensors: Sequence[torch.Tensor], order: np.ndarray, out: Sequence[torch.Tensor] | None = None
+) -> list[tuple[torch.Tensor, ...]]:
     """Per-step batches for ``order`` (shape ``(steps, batch)``, sample indices), as contiguous views.
 
-    Each tensor is gathered once (``index_select`` into one new tensor), then split along the step axis.
+    Each tensor is gathered once (``index_select`` into one tensor), then split along the step axis. With
+    ``out`` (from ``gather_buffers``) the gather reuses those buffers: the batches stay valid until the next
+    gather into them, so the feed over them must have ended and its graphs run (``Runtime.wait``) first.
     """
     steps, batch = order.shape
     flat = torch.from_numpy(np.ascontiguousarray(order.reshape(-1), dtype=np.int64))
-    gathered = [t.index_select(0, flat).view(steps, batch, *t.shape[1:]) for t in tensors]
-    return list(zip(*(g.unbind(0) for g in gathered), strict=True))
+    if out is None:
+        gathered = [t.index_select(0, flat) for t in tensors]
+    else:
+        if len(out) != len(tensors) or any(len(o) < len(flat) for o in out):
+            raise ValueError(f"gather buffers hold fewer than the {len(flat)} samples of this order")
+        gathered = [torch.index_select(t, 0, flat, out=o[: len(flat)]) for t, o in zip(tensors, out, strict=True)]
+    views = [g.view(steps, batch, *t.shape[1:]) for g, t in zip(gathered, tensors, strict=True)]
+    return list(zip(*(v.unbind(0) for v in views), strict=True))
+
+
+def feed_kind(runtime: Runtime) -> str:
+    """How batches reach an XLA device: ``background`` on Neuron, ``sync`` on torch-xla CPU (module docstring)."""
+    forced = os.environ.get("TRAINIUM_DEVICE_FEED", "").strip().lower()
+    if forced:
+        if forced not in FEEDS:
+            raise ValueError(f"TRAINIUM_DEVICE_FEED={forced!r}; allowed: {', '.join(FEEDS)}")
+        return forced
+    return "background" if runtime.name == "neuron" else "sync"
 
 
 @contextmanager
 def device_feed(batches: Sequence[object], runtime: Runtime) -> Iterator[Iterator[object]]:
     """Iterate ``batches`` on the runtime's device; on XLA each ``next()`` first ends the previous step's graph.
 
-    Leaving the block early (``--max-steps``, an error) stops the transfer threads; the caller syncs once
-    after the loop (the loader only syncs itself when it runs out of batches).
+    When the batches run out the feed cuts the last step's graph too. Leaving the block early
+    (``--max-steps``, an error) stops the background threads; the caller syncs once after the loop.
     """
     if not runtime.is_xla:
         yield iter(batches)
+        return
+    if feed_kind(runtime) == "sync":
+        yield _sync_feed(batches, runtime.device)
         return
     from torch_xla.distributed.parallel_loader import ParallelLoader
 
@@ -53,3 +95,15 @@ def device_feed(batches: Sequence[object], runtime: Runtime) -> Iterator[Iterato
         yield loader.per_device_loader(runtime.device)
     finally:
         loader.close()
+
+
+def _sync_feed(batches: Sequence[object], device: torch.device) -> Iterator[object]:
+    """The loader's contract without its threads: one transfer call per chunk, a graph cut before each batch."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    for start in range(0, len(batches), SYNC_CHUNK):
+        for batch in xm.send_cpu_data_to_device(list(batches[start : start + SYNC_CHUNK]), device):
+            torch_xla.sync()  # as the loader: what was traced before this batch (the previous step) runs now
+            yield batch
+    torch_xla.sync()

@@ -22,7 +22,7 @@ from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.common.device import Runtime, init_runtime, software_versions
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
-from trainer.common.feed import device_feed, gather_batches
+from trainer.common.feed import device_feed, feed_kind, gather_batches, gather_buffers
 from trainer.common.metrics import MetricsRecorder
 from trainer.common.stream import TrainStream, add_stream_args, job_peak_flops
 from trainer.mnist_mlp.idx import load_split
@@ -144,12 +144,14 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         live.train(step=logged[0], epoch=epoch, loss=loss, lr=args.lr, xla_graphs=runtime.compilations())
 
     activity = dict.fromkeys(runtime.activity(), 0)
+    steps_per_epoch = len(targets) // (dist.world_size * args.batch_size)
+    buffers = gather_buffers((features, targets), steps_per_epoch * args.batch_size)  # reused by every epoch
     done = False
     for epoch in range(start_epoch, args.epochs):
         t0 = time.perf_counter()
         before = runtime.activity()
         order = shard_indices(len(targets), epoch, args.seed, dist, args.batch_size)
-        batches = gather_batches((features, targets), order)
+        batches = gather_batches((features, targets), order, out=buffers)
         logged: tuple[int, torch.Tensor] | None = None
         with device_feed(batches, runtime) as feed:
             for x, y in feed:
@@ -168,6 +170,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
                     done = True
                     break
         runtime.step()  # the epoch's last step, when the feed did not run out (a no-op otherwise)
+        runtime.wait()  # the next epoch gathers into the buffers this one's transfers read
         if logged is not None:
             report(logged, epoch)
         train_seconds += time.perf_counter() - t0
@@ -202,6 +205,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "xla_train_graphs": activity["compiled"],
         "xla_train_graphs_run": activity["executed"],
         "xla_train_host_transfers": activity["host_transfers"],
+        "xla_device_feed": feed_kind(runtime) if runtime.is_xla else None,
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
         "compile_only": args.compile_only,
