@@ -88,8 +88,10 @@ def test_run_list_shows_layout_cost_metrics_and_version(page, deployment, api, r
     loaded(frame)
     shown = frame.locator(f'tr[data-testid=run-row][data-run-id="{run["run_id"]}"][data-task-id=train]')
     assert shown.locator("[data-col=version]").inner_text() == f"mnist-mlp v{run['version']}"
+    assert row["cost"] == api.xcom(MNIST, run["run_id"], "train", "trainium_cost")  # what the task pushed
+    assert row["cost"]["usd"] == 0.0 and row["cost"]["is_estimate"] is True
     cost = shown.locator("[data-col=cost]").inner_text()
-    assert cost == "\u2014" if row["cost"] is None else cost.startswith("$0.00 (est. $"), cost
+    assert cost.startswith("$0.00 (est. $"), cost
 
 
 def test_run_page_plots_the_metrics_stream(page, deployment, run):
