@@ -16,7 +16,9 @@ from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.catalog import CATALOG
 
 #: Fields that describe the Airflow side, not the stack: they never come from an output.
-NOT_FROM_STACK = frozenset({"configured", "aws_conn_id", "image", "image_builder", "allowed_input_prefixes"})
+NOT_FROM_STACK = frozenset(
+    {"configured", "aws_conn_id", "image", "image_builder", "allowed_input_prefixes", "prices", "prices_file"}
+)
 
 #: What a usable connection needs; all of them are outputs of the base stack.
 REQUIRED_FIELDS = (

@@ -28,10 +28,10 @@ def retry_dag():
     class QuickPollJobOperator(NeuronJobOperator):
         """The shipped operator; its Batch backend polls every 0.2 s instead of 30 s, so the test takes seconds."""
 
-        def prepare(self, context):
-            backend, *rest = super().prepare(context)
+        def backend_for(self, compute):
+            backend = super().backend_for(compute)
             backend.poll_interval = backend.log_interval = 0.2
-            return (backend, *rest)
+            return backend
 
     def fix_the_cluster(context) -> None:  # what an operator does between tries: the next job can succeed
         os.environ.pop("MOTO_SIMPLE_BATCH_FAIL_AFTER", None)
