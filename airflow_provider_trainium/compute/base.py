@@ -148,6 +148,11 @@ class ComputeBackend(ABC):
         """
         raise NotImplementedError(f"{self.name} jobs are waited on by a trigger")
 
+    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]] | None:
+        """Each node's billed (start, stop or None while running) in unix seconds, from the platform's own
+        records; None for a backend that bills nothing (its cost is the estimate for the layout)."""
+        raise ValueError(f"no cost records for compute backend {self.name!r}")
+
     def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
         """A trigger that fires once when the job ends (None: the backend only waits in the worker)."""
         return None

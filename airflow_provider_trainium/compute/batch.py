@@ -196,6 +196,17 @@ class BatchBackend(WatchedBackend, ComputeBackend):
     def cancel(self, handle: JobHandle, reason: str) -> None:
         self.hook.client.terminate_job(jobId=handle.job_id, reason=f"{CANCEL_PREFIX}{reason}")
 
+    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]]:
+        """Every attempt of every node job (``<id>#i``) of a multi-node job, or the job's own attempts."""
+        from airflow_provider_trainium.compute.cost import batch_intervals
+
+        jobs = self.hook.describe_jobs([handle.job_id])
+        if not jobs:
+            raise ValueError(f"AWS Batch does not know job {handle.job_id}: its cost cannot be read")
+        node_count = int((jobs[0].get("nodeProperties") or {}).get("numNodes") or 0)
+        node_jobs = self.hook.describe_jobs([f"{handle.job_id}#{i}" for i in range(node_count)]) if node_count else []
+        return batch_intervals(jobs[0], node_jobs)
+
     #: The trigger shell the triggerer runs this backend's watch loop in.
     trigger_classpath = "airflow_provider_trainium.triggers.batch.TrainiumBatchJobTrigger"
 

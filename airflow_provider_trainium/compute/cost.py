@@ -144,23 +144,9 @@ def job_cost(
     config = getattr(backend, "config", None)
     table = prices if prices is not None else (prices_for(config) if config is not None else load_prices())
     price = price_of(spec.instance_type, table)
-    if backend.name == "local":
+    intervals = backend.billed_intervals(handle)
+    if intervals is None:  # a backend that bills nothing: the estimate over the caller's clock
         return local_cost(spec.instance_type, spec.nodes, started_at, stopped_at, table, now)
-    if backend.name == "batch":
-        hook = backend.hook  # type: ignore[attr-defined]
-        jobs = hook.describe_jobs([handle.job_id])
-        if not jobs:
-            raise ValueError(f"AWS Batch does not know job {handle.job_id}: its cost cannot be read")
-        node_count = int((jobs[0].get("nodeProperties") or {}).get("numNodes") or 0)
-        node_jobs = hook.describe_jobs([f"{handle.job_id}#{i}" for i in range(node_count)]) if node_count else []
-        intervals = batch_intervals(jobs[0], node_jobs)
-    elif backend.name == "ecs":
-        tasks = backend.hook.describe_tasks(handle.details["cluster"], [handle.job_id])  # type: ignore[attr-defined]
-        if not tasks:
-            raise ValueError(f"ECS does not know task {handle.job_id}: its cost cannot be read")
-        intervals = ecs_intervals(tasks[0])
-    else:
-        raise ValueError(f"no cost records for compute backend {backend.name!r}")
     return cost_record(intervals, instance_type=spec.instance_type, nodes=spec.nodes, price=price, now=now)
 
 

@@ -239,6 +239,15 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     def cancel(self, handle: JobHandle, reason: str) -> None:
         self.hook.conn.stop_task(cluster=handle.details["cluster"], task=handle.job_id, reason=reason[:255])
 
+    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]]:
+        """The task's ``startedAt`` to ``stoppedAt``."""
+        from airflow_provider_trainium.compute.cost import ecs_intervals
+
+        tasks = self.hook.describe_tasks(handle.details["cluster"], [handle.job_id])
+        if not tasks:
+            raise ValueError(f"ECS does not know task {handle.job_id}: its cost cannot be read")
+        return ecs_intervals(tasks[0])
+
     #: The trigger shell the triggerer runs this backend's watch loop in.
     trigger_classpath = "airflow_provider_trainium.triggers.ecs.TrainiumEcsTaskTrigger"
 

@@ -243,6 +243,9 @@ class LocalBackend(ComputeBackend):
 
         return aws_process_environment(self.aws_conn_id)
 
+    def billed_intervals(self, handle: JobHandle) -> None:
+        return None  # this machine is free: the cost record is the estimate for the layout it stands in for
+
     # -- bookkeeping that survives a worker restart -------------------------------------------------
     def _state_file(self, job_name: str) -> Path:
         return self.state_dir / f"{job_name}.json"

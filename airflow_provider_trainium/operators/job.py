@@ -151,6 +151,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.max_cost_usd = max_cost_usd
         self.allow_over_budget_estimate = allow_over_budget_estimate
         self._config: TrainiumConfig | None = None
+        self._prices: dict[str, Any] | None = None
         self._node_count: int | None = None
         self._prepared: PreparedJob | None = None
         self._backend: ComputeBackend | None = None
@@ -233,10 +234,12 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return {"TRAINIUM_PEAK_FLOPS": f"{per_core:.6g}"}
 
     def prices(self) -> dict[str, Any]:
-        """The price table: the built-in one with the ``trainium`` connection's overrides."""
-        from airflow_provider_trainium.neuron.pricing import prices_for
+        """The price table: the built-in one with the ``trainium`` connection's overrides (read once per try)."""
+        if self._prices is None:
+            from airflow_provider_trainium.neuron.pricing import prices_for
 
-        return prices_for(self.config())
+            self._prices = prices_for(self.config())
+        return self._prices
 
     def budget(self) -> float | None:
         """``max_cost_usd`` (templated: it may arrive as a string) as a number, or None for no budget."""
@@ -386,6 +389,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         Also forgets what an earlier try prepared (an operator object may serve several tries).
         """
         self._config, self._node_count, self._prepared, self._result = None, None, None, _UNSET
+        self._prices = None
         push_record(context)
         super().pre_execute(context)
 
