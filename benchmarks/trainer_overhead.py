@@ -1,9 +1,14 @@
 """MNIST MLP: ``trainer.mnist_mlp.train`` against a recipe-style bare loop, eager and torch-xla CPU, 1 and 2 ranks.
 
 Both run on the same generated MNIST-shaped data (60,000 x 28x28 by default), the same 784-120-84-10 MLP,
-plain SGD (lr 0.01, no momentum), batch 32 per rank, one epoch, each under ``torchrun`` with the same
-environment, one after the other and alternating, ``--repeats`` times per row. The table shows the median
-samples/s of each, their ratio (ours / bare) and the XLA graphs each training loop compiled.
+plain SGD (lr 0.01, no momentum), batch 32 per rank, two epochs, each under ``torchrun`` with the same
+environment, in pairs, ``--repeats`` pairs per row, which of the two runs first alternating from pair to pair.
+The table shows the median samples/s of each, the median of the pairs' ratios (ours / bare) with their range,
+and the XLA graphs each training loop compiled.
+
+Every run gets ``OMP_NUM_THREADS=1`` unless ``--threads`` says otherwise (torchrun sets it so for two ranks
+anyway). On a shared two-core host a two-thread intra-op pool makes the same loop run at one of two speeds
+(about 36k or 60k samples/s eager, from one run to the next), which drowns the difference being measured.
 On torch-xla CPU the trainer moves batches synchronously in chunks (``trainer.common.feed``);
 ``--compare-feeds`` also runs it with torch-xla's background ``ParallelLoader`` (the Neuron default)
 and adds that column, the measurement behind the choice.
@@ -13,7 +18,7 @@ device every step, ``optimizer.step()`` and ``xm.mark_step()`` every step. With 
 after the backward pass with one ``all_reduce`` per gradient over gloo (on torch-xla CPU through the host,
 as the trainer must: PJRT's CPU client has no cross-process collectives).
 
-    python benchmarks/trainer_overhead.py [--samples 60000] [--epochs 1] [--repeats 3] [--compare-feeds]
+    python benchmarks/trainer_overhead.py [--samples 60000] [--epochs 2] [--repeats 5] [--threads 1] [--compare-feeds]
         [--runtimes eager,xla] [--ranks 1,2]
 """
 
@@ -152,9 +157,9 @@ def run_ours(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int, f
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--samples", type=int, default=60000)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for every run (0: torch's default)")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS for every run (0: torch's default)")
     p.add_argument("--runtimes", default="eager,xla", help="comma-separated subset of eager,xla")
     p.add_argument("--ranks", default="1,2", help="comma-separated subset of 1,2")
     p.add_argument("--compare-feeds", action="store_true", help="XLA rows: also run ours with the background loader")
@@ -177,9 +182,12 @@ def main() -> None:
         for runtime in args.runtimes.split(","):
             for ranks in (int(r) for r in args.ranks.split(",")):
                 bare, ours, background = [], [], []
-                for _ in range(args.repeats):  # alternate, so load changes on a shared machine hit all
-                    bare.append(run_bare(work, data_uri, runtime, ranks, args.epochs))
-                    ours.append(run_ours(work, data_uri, runtime, ranks, args.epochs))
+                for repeat in range(args.repeats):  # pairs, so load changes on a shared machine hit both
+                    for which in ("bare", "ours")[:: 1 if repeat % 2 == 0 else -1]:
+                        if which == "bare":
+                            bare.append(run_bare(work, data_uri, runtime, ranks, args.epochs))
+                        else:
+                            ours.append(run_ours(work, data_uri, runtime, ranks, args.epochs))
                     if args.compare_feeds and runtime == "xla":
                         background.append(run_ours(work, data_uri, runtime, ranks, args.epochs, "background"))
                 rows.append((runtime, ranks, bare, ours, background))
@@ -191,14 +199,18 @@ def main() -> None:
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'default')}\n"
     )
     extra = " ours with background loader/bare |" if args.compare_feeds else ""
-    header = "| runtime | ranks | ours feed | bare samples/s | ours samples/s | ours/bare | bare graphs | ours graphs |"
+    header = "| runtime | ranks | ours feed | bare samples/s | ours samples/s | ours/bare | pair range |"
+    header += " bare graphs | ours graphs |"
     print(header + extra)
-    print("|---|---|---|---|---|---|---|---|" + ("---|" if extra else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if extra else ""))
     for runtime, ranks, bare, ours, background in rows:
         b = statistics.median(r["samples_per_second"] for r in bare)
         o = statistics.median(r["samples_per_second"] for r in ours)
         graphs = (str(bare[-1]["graphs"]), str(ours[-1]["graphs"])) if runtime == "xla" else ("-", "-")
-        line = f"| {runtime} | {ranks} | {ours[-1]['feed']} | {b:,.0f} | {o:,.0f} | {o / b:.2f}x | "
+        ratios = [r["samples_per_second"] / q["samples_per_second"] for r, q in zip(ours, bare, strict=True)]
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        line = f"| {runtime} | {ranks} | {ours[-1]['feed']} | {b:,.0f} | {o:,.0f} | {statistics.median(ratios):.2f}x | "
+        line += f"{spread} | "
         line += f"{graphs[0]} | {graphs[1]} |"
         if extra:
             bg = statistics.median(r["samples_per_second"] for r in background) / b if background else None

@@ -1,9 +1,10 @@
 """Batches prepared ahead of the step, so the step itself only computes.
 
 - Host side: one gather per epoch puts this rank's samples, already shuffled, into contiguous tensors; each
-  step's batch is a view of them (no per-step indexing, no copy). A loop of many epochs gathers into the same
-  buffers each time (``gather_buffers``): memory touched once at setup, instead of fresh pages every epoch,
-  which measured at about three times the cost of the copy itself.
+  step's batch is a view of them (no per-step indexing, no copy). ``EpochBatches`` gathers epoch e+1 in a
+  background thread while epoch e trains, into the other of two buffer sets (``gather_buffers``): memory
+  touched once at setup, instead of fresh pages every epoch, which measured at about three times the cost of
+  the copy itself; and the shuffle costs the training loop nothing after the first epoch.
 - XLA: taking the next batch cuts the previous step's graph (``torch_xla.sync``), so the training loop calls
   no sync of its own. How the batches reach the device depends on where the device is:
 
@@ -21,7 +22,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -61,6 +64,62 @@ def gather_batches(
         gathered = [torch.index_select(t, 0, flat, out=o[: len(flat)]) for t, o in zip(tensors, out, strict=True)]
     views = [g.view(steps, batch, *t.shape[1:]) for g, t in zip(gathered, tensors, strict=True)]
     return list(zip(*(v.unbind(0) for v in views), strict=True))
+
+
+class EpochBatches:
+    """Each epoch's batches (``gather_batches``), the next epoch's gathered in a background thread meanwhile.
+
+    The first epoch is gathered by the first ``next()``, on the caller's thread, as set-up. Epoch e+1 is then
+    gathered while epoch e trains, into the other of two buffer sets; the set epoch e-1 used is refilled only
+    once the caller asks for epoch e, so the caller must be done with an epoch's batches (on XLA: its graphs
+    have run, ``Runtime.wait``) before asking for the next. ``waited_s`` is the time the caller spent blocked on
+    a background gather: training time, which a throughput figure must count.
+    """
+
+    def __init__(
+        self, tensors: Sequence[torch.Tensor], order_of: Callable[[int], np.ndarray], epochs: Sequence[int]
+    ) -> None:
+        self._tensors = tensors
+        self._order_of = order_of
+        self._epochs = list(epochs)
+        self._buffers: list[list[torch.Tensor] | None] = [None, None]
+        self._pool: ThreadPoolExecutor | None = None
+        self.waited_s = 0.0
+
+    def _gather(self, slot: int, epoch: int) -> list[tuple[torch.Tensor, ...]]:
+        order = self._order_of(epoch)
+        buffers = self._buffers[slot]
+        if buffers is None or len(buffers[0]) < order.size:
+            buffers = self._buffers[slot] = gather_buffers(self._tensors, order.size)
+        return gather_batches(self._tensors, order, out=buffers)
+
+    def __iter__(self) -> Iterator[tuple[int, list[tuple[torch.Tensor, ...]]]]:
+        if not self._epochs:
+            return
+        current = self._gather(0, self._epochs[0])
+        for i, epoch in enumerate(self._epochs):
+            ahead: Future[list[tuple[torch.Tensor, ...]]] | None = None
+            if i + 1 < len(self._epochs):
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="epoch-gather")
+                ahead = self._pool.submit(self._gather, (i + 1) % 2, self._epochs[i + 1])
+            yield epoch, current
+            if ahead is not None:
+                started = time.perf_counter()
+                current = ahead.result()
+                self.waited_s += time.perf_counter() - started
+
+    def close(self) -> None:
+        """Stop the background gather (leaving early: ``--max-steps``, an error)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> EpochBatches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def feed_kind(runtime: Runtime) -> str:
