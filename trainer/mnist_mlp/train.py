@@ -119,9 +119,10 @@ def train(args: argparse.Namespace) -> dict[str, object]:
     test_x, test_y = to_features(test_images), torch.from_numpy(test_labels.astype(np.int64))
 
     model = MLP(in_features=features.shape[1]).to(runtime.device)
-    # One update call for all parameters: on XLA, a sixth of the ops to trace per step (measured 6% faster on
-    # torch-xla CPU, benchmarks/trainer_overhead.py); the same arithmetic, so the same weights.
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, foreach=True)
+    # foreach=False is what torch picks on the CPU and on XLA anyway; saying so skips re-checking every
+    # parameter's device at each step (2-3% of an eager MNIST step). foreach=True is slower on XLA: torch-xla
+    # runs _foreach_add_ through a Python decomposition (benchmarks/trainer_overhead.py).
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, foreach=False)
     params = list(model.parameters())
 
     start_epoch, step = 0, 0
