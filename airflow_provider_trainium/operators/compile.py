@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_provider_trainium import artifacts
 from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, ComputeBackend, JobHandle
 from airflow_provider_trainium.compute.local import local_compiler_version
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
@@ -37,23 +38,14 @@ __all__ = [
 ]
 
 
-def _path(uri: str, aws_conn_id: str | None) -> Any:
-    from airflow.sdk import ObjectStoragePath
-
-    remote = "://" in uri and not uri.startswith("file://")
-    return ObjectStoragePath(uri, conn_id=aws_conn_id) if remote and aws_conn_id else ObjectStoragePath(uri)
-
-
 def read_key_record(compile_cache_uri: str, key: str, aws_conn_id: str | None = None) -> dict[str, Any] | None:
-    """The record a finished compilation left for ``key``, or ``None``."""
-    path = _path(key_record_uri(compile_cache_uri, key), aws_conn_id)
-    if not path.exists():
-        return None
-    return json.loads(path.read_text())
+    """The record a finished compilation left for ``key``, or ``None``; ``s3://`` through ``aws_conn_id``
+    (default: the trainium connection's)."""
+    return artifacts.read_json(key_record_uri(compile_cache_uri, key), missing_ok=True, aws_conn_id=aws_conn_id)
 
 
 def write_key_record(compile_cache_uri: str, key: str, record: Mapping[str, Any], aws_conn_id: str | None) -> None:
-    path = _path(key_record_uri(compile_cache_uri, key), aws_conn_id)
+    path = artifacts.open_path(key_record_uri(compile_cache_uri, key), aws_conn_id=aws_conn_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
 

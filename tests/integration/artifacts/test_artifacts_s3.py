@@ -59,3 +59,12 @@ def test_compile_cache_sensor_uses_the_connections_aws_conn_id(s3_root: str) -> 
     assert found.poke({}).xcom_value == {"key": "abc"}
     waiting = NeuronCompileCacheSensor(task_id="wait2", compile_cache_uri=f"{s3_root}/cache", cache_key="def")
     assert waiting.poke({}).is_done is False
+
+
+def test_compile_key_records_use_the_connections_aws_conn_id(s3_root: str) -> None:
+    from airflow_provider_trainium.operators.compile import read_key_record, write_key_record
+
+    assert read_key_record(f"{s3_root}/cache", "abc") == {"key": "abc"}
+    assert read_key_record(f"{s3_root}/cache", "missing") is None
+    write_key_record(f"{s3_root}/cache", "new", {"key": "new", "metrics": {"xla_compilations": 3}}, None)
+    assert read_key_record(f"{s3_root}/cache", "new")["metrics"] == {"xla_compilations": 3}
