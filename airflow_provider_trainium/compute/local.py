@@ -190,6 +190,11 @@ class _LocalJob:
                 node.process.wait()
 
 
+def reads_s3(config: TrainiumConfig) -> bool:
+    """Whether a job may reach S3: its artifact root, or an input prefix it may read (a base model), is there."""
+    return any(uri.startswith("s3://") for uri in (config.artifact_root, *config.allowed_input_prefixes))
+
+
 class LocalBackend(ComputeBackend):
     """Runs jobs as process groups on the Airflow worker's machine. Needs the ``trainer`` extra installed."""
 
@@ -211,7 +216,7 @@ class LocalBackend(ComputeBackend):
         self.all_ranks = all_ranks
         self.python = python or sys.executable
         self.max_processes_per_node = max_processes_per_node
-        #: the AWS connection whose credentials a job gets when the artifact root is on S3
+        #: the AWS connection whose credentials a job gets when it may reach S3 (``reads_s3``)
         self.aws_conn_id = aws_conn_id
         self._jobs: dict[str, _LocalJob] = {}
 
@@ -222,7 +227,7 @@ class LocalBackend(ComputeBackend):
         return cls(
             local_state_dir(),
             max_processes_per_node=int(options.get("local_max_processes_per_node", 2)),
-            aws_conn_id=config.aws_conn_id if config.artifact_root.startswith("s3://") else None,
+            aws_conn_id=config.aws_conn_id if reads_s3(config) else None,
         )
 
     # -- capabilities ---------------------------------------------------------------------------------

@@ -70,3 +70,16 @@ def test_checks_run_before_any_call():
     ecs = table.build_backend("ecs", CONFIGURED)
     with pytest.raises(ValueError, match="runs one instance per job"):
         ecs.check(JobSpec(name="t", entry_point="m", instance_type="trn1.32xlarge", nodes=2, image="i"))
+
+
+def test_local_jobs_get_aws_credentials_only_when_they_may_reach_s3():
+    from airflow_provider_trainium.compute.local import LocalBackend
+
+    def conn(**extra) -> str | None:
+        config = TrainiumConfig(configured=True, aws_conn_id="aws_team", **extra)
+        return LocalBackend.from_config(config, {}).aws_conn_id
+
+    assert conn(artifact_root="file:///tmp/artifacts") is None
+    assert conn(artifact_root="s3://bucket/artifacts") == "aws_team"
+    # a base model or data set on S3, read from a prefix the connection allows, with a local artifact root
+    assert conn(artifact_root="file:///tmp/artifacts", allowed_input_prefixes=("s3://models/",)) == "aws_team"
