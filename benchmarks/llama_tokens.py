@@ -23,6 +23,7 @@ the Trainer's mean over its last logging window.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -215,6 +216,7 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(REPO))
+    from benchmarks.pairs import alternating_pairs, ratio_summary
     from trainer.llama.data import prepare
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -226,16 +228,15 @@ def main() -> None:
             tokenizer_uri=str(root / "tokenizer.json"),
             train_new_tokenizer=True,
         )
-        pairs: dict[str, list[tuple[dict, dict]]] = {runtime: [] for runtime in RUNTIMES}
-        for repeat in range(args.repeats):
-            for runtime in RUNTIMES:
-                first_ours = repeat % 2 == 0  # alternate, so a slow spell of the machine hits both alike
-                runs = {}
-                for which in ("ours", "hf") if first_ours else ("hf", "ours"):
-                    out = root / f"{which}-{runtime}-{repeat}"
-                    run = run_ours if which == "ours" else run_hf
-                    runs[which] = run(runtime, root / "data", out, args)
-                pairs[runtime].append((runs["ours"], runs["hf"]))
+        run_number = itertools.count()  # a fresh output folder for every run
+        pairs = {
+            runtime: alternating_pairs(
+                lambda: run_ours(runtime, root / "data", root / f"ours-{runtime}-{next(run_number)}", args),  # noqa: B023
+                lambda: run_hf(runtime, root / "data", root / f"hf-{runtime}-{next(run_number)}", args),  # noqa: B023
+                args.repeats,
+            )
+            for runtime in RUNTIMES
+        }
     print(
         f"tiny Llama, {len(index['train'])} shard(s), seq {index['block_size']}, batch {args.batch_size}, "
         f"{args.steps} steps, 1 process each, {args.repeats} alternating pair(s) per runtime (median shown), "
@@ -251,13 +252,11 @@ def main() -> None:
         for runtime in RUNTIMES:
             runs = [pair[side] for pair in pairs[runtime]]
             ratios = [ours["steady"] / hf["steady"] for ours, hf in pairs[runtime]]
-            ratio, spread = (
-                (statistics.median(ratios), f"{min(ratios):.2f}-{max(ratios):.2f}") if side == 0 else (1.0, "-")
-            )
+            ratio, spread = ratio_summary(ratios) if side == 0 else (1.0, "-")
             r = runs[-1]
             overall = statistics.median(x["overall"] for x in runs)
             steady = statistics.median(x["steady"] for x in runs)
-            wall = statistics.median(x["wall_s"] for x in runs)
+            wall = round(statistics.median(x["wall_s"] for x in runs), 1)
             for x in runs:
                 agree = agree and abs(x["eval_loss"] - reference) <= LOSS_TOLERANCE
             delta = r["eval_loss"] - reference

@@ -174,6 +174,8 @@ def main() -> None:
 
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    from benchmarks.pairs import alternating_pairs, ratio_summary
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -181,15 +183,16 @@ def main() -> None:
         data_uri = write_data(work / "data", args.samples)
         for runtime in args.runtimes.split(","):
             for ranks in (int(r) for r in args.ranks.split(",")):
-                bare, ours, background = [], [], []
-                for repeat in range(args.repeats):  # pairs, so load changes on a shared machine hit both
-                    for which in ("bare", "ours")[:: 1 if repeat % 2 == 0 else -1]:
-                        if which == "bare":
-                            bare.append(run_bare(work, data_uri, runtime, ranks, args.epochs))
-                        else:
-                            ours.append(run_ours(work, data_uri, runtime, ranks, args.epochs))
-                    if args.compare_feeds and runtime == "xla":
-                        background.append(run_ours(work, data_uri, runtime, ranks, args.epochs, "background"))
+                pairs = alternating_pairs(
+                    lambda: run_bare(work, data_uri, runtime, ranks, args.epochs),  # noqa: B023  (called at once)
+                    lambda: run_ours(work, data_uri, runtime, ranks, args.epochs),  # noqa: B023
+                    args.repeats,
+                )
+                bare, ours = [b for b, _ in pairs], [o for _, o in pairs]
+                background = []
+                if args.compare_feeds and runtime == "xla":
+                    background = [run_ours(work, data_uri, runtime, ranks, args.epochs, "background")
+                                  for _ in range(args.repeats)]  # fmt: skip
                 rows.append((runtime, ranks, bare, ours, background))
                 print(f"measured {runtime} x{ranks}", file=sys.stderr, flush=True)
 
@@ -207,10 +210,10 @@ def main() -> None:
         b = statistics.median(r["samples_per_second"] for r in bare)
         o = statistics.median(r["samples_per_second"] for r in ours)
         graphs = (str(bare[-1]["graphs"]), str(ours[-1]["graphs"])) if runtime == "xla" else ("-", "-")
-        ratios = [r["samples_per_second"] / q["samples_per_second"] for r, q in zip(ours, bare, strict=True)]
-        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
-        line = f"| {runtime} | {ranks} | {ours[-1]['feed']} | {b:,.0f} | {o:,.0f} | {statistics.median(ratios):.2f}x | "
-        line += f"{spread} | "
+        ratio, spread = ratio_summary(
+            [r["samples_per_second"] / q["samples_per_second"] for r, q in zip(ours, bare, strict=True)]
+        )
+        line = f"| {runtime} | {ranks} | {ours[-1]['feed']} | {b:,.0f} | {o:,.0f} | {ratio:.2f}x | {spread} | "
         line += f"{graphs[0]} | {graphs[1]} |"
         if extra:
             bg = statistics.median(r["samples_per_second"] for r in background) / b if background else None

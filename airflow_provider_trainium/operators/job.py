@@ -388,8 +388,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
         Also forgets what an earlier try prepared (an operator object may serve several tries).
         """
-        self._config, self._node_count, self._prepared, self._result = None, None, None, _UNSET
-        self._prices = None
+        self._config, self._prices, self._node_count, self._prepared, self._result = None, None, None, None, _UNSET
         push_record(context)
         super().pre_execute(context)
 
