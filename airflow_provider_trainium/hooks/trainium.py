@@ -64,6 +64,9 @@ class TrainiumConfig:
     #: Price overrides (see :mod:`~airflow_provider_trainium.neuron.pricing`) and a JSON file of more.
     prices: dict[str, Any] = field(default_factory=dict)
     prices_file: str | None = None
+    #: The ``aws-neuronx-dkms`` version the stacks pin on their hosts (their ``NeuronDriverVersion`` output):
+    #: checked against the image's Neuron runtime before any job starts (:mod:`~.neuron.releases`).
+    neuron_driver_version: str | None = None
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:

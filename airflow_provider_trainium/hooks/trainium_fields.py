@@ -114,6 +114,13 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "(default: $TRAINIUM_PRICES_FILE). The connection's own prices win over the file's.",
         "schema": _OPTIONAL_STRING,
     },
+    "neuron_driver_version": {
+        "label": "Neuron driver version",
+        "description": "aws-neuronx-dkms version the stacks install on their hosts (their NeuronDriverVersion "
+        "output, written by `airflow trainium configure`). Jobs whose image runtime that driver rejects are refused "
+        "before they start; empty: not checked, with a warning.",
+        "schema": {**_OPTIONAL_STRING, "pattern": r"^[0-9]+(\.[0-9]+)+$"},
+    },
     "image_builder": {
         "label": "Image builder",
         "description": "How NeuronImageBuildOperator builds images; empty picks one (auto).",
