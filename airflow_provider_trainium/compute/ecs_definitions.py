@@ -19,7 +19,7 @@ from typing import Any
 from airflow_provider_trainium.neuron.catalog import InstanceType, get_instance_type
 from airflow_provider_trainium.neuron.container import ContainerShape, container_shape
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
-from airflow_provider_trainium.neuron.launch import BASE_ENV, job_environment
+from airflow_provider_trainium.neuron.launch import job_environment, preset_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 CONTAINER_NAME = "trainer"
@@ -42,10 +42,10 @@ class EcsTaskSettings:
     task_role_arn: str | None = None
 
 
-def instance_environment(instance: InstanceType) -> dict[str, str]:
-    """The part of :func:`launch.job_environment` every job on this instance type gets (the launch presets);
-    the rest of the job's env goes in the overrides, so definition plus overrides is exactly that env."""
-    return {**BASE_ENV, "TRAINIUM_INSTANCE_TYPE": instance.name}
+def instance_environment(instance: InstanceType, image: str | None) -> dict[str, str]:
+    """The part of :func:`launch.job_environment` every job of this image on this instance type gets (the launch
+    presets); the rest of the job's env goes in the overrides, so definition plus overrides is exactly that env."""
+    return {**preset_environment(image), "TRAINIUM_INSTANCE_TYPE": instance.name}
 
 
 def _name_values(env: dict[str, str]) -> list[dict[str, str]]:
@@ -81,7 +81,7 @@ def container_definition(instance: InstanceType, settings: EcsTaskSettings) -> d
         "essential": True,
         "cpu": shape.cpu_units,
         "memory": shape.memory_mib,
-        "environment": _name_values(instance_environment(instance)),
+        "environment": _name_values(instance_environment(instance, settings.image)),
         "linuxParameters": linux_parameters(shape),
         "ulimits": ulimits(shape),
         "stopTimeout": STOP_TIMEOUT_SECONDS,
@@ -123,7 +123,7 @@ def task_definition(instance_type: str, settings: EcsTaskSettings) -> dict[str, 
 
 def container_overrides(spec: JobSpec) -> dict[str, Any]:
     """RunTask ``overrides``: the launcher's arguments (the image's CMD) and the job env not in the definition."""
-    base = instance_environment(spec.instance)
+    base = instance_environment(spec.instance, spec.image)
     env = {k: v for k, v in job_environment(spec).items() if base.get(k) != v}
     command = launcher_arguments(spec)
     return {"containerOverrides": [{"name": CONTAINER_NAME, "command": command, "environment": _name_values(env)}]}

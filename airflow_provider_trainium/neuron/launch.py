@@ -25,9 +25,18 @@ MULTI_NODE_ENV: dict[str, str] = {"CCOM_SOCKET_IFNAME": "eth0"}
 LLM_ENV: dict[str, str] = {"NEURON_CC_FLAGS": "--model-type transformer --distribution-strategy=llm-training"}
 
 
+def preset_environment(image: str | None) -> dict[str, str]:
+    """``BASE_ENV`` less the variables the image's Neuron runtime deprecates (the release table says which)."""
+    from airflow_provider_trainium.neuron.releases import image_runtime
+
+    release = image_runtime(image).release
+    deprecated = set(release.deprecated_env) if release else set()
+    return {name: value for name, value in BASE_ENV.items() if name not in deprecated}
+
+
 def job_environment(spec: JobSpec) -> dict[str, str]:
     """Environment shared by all nodes: presets, then the spec's own env (which wins)."""
-    env = dict(BASE_ENV)
+    env = preset_environment(spec.image)
     if not spec.distributed:
         env["NEURON_RT_NUM_CORES"] = "1"
     if spec.nodes > 1 and spec.instance.multi_node:

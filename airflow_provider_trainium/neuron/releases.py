@@ -195,16 +195,20 @@ def driver_problem(image: str | None, driver_version: str | None, labels: dict[s
         return None  # a runtime the table does not know: nothing to compare against
     if release.accepts_driver(driver_version):
         return None
-    newer = sorted(
-        (r for r in table().releases.values() if r.accepts_driver(driver_version) and r.stack == release.stack),
+    alternatives = sorted(
+        (
+            r
+            for r in table().releases.values()
+            if r.supported_for_training and r.stack == release.stack and r.accepts_driver(driver_version)
+        ),
         key=lambda r: version_key(r.version),
     )
     fix = (
         f"pin aws-neuronx-dkms {release.driver} on the hosts (the stacks' NeuronDriverVersion parameter, then "
         "`airflow trainium configure`)"
     )
-    if newer:
-        fix += f", or run an image of Neuron {newer[-1].version} (runtime {newer[-1].runtime})"
+    if alternatives:
+        fix += f", or run an image of Neuron {alternatives[-1].version} (runtime {alternatives[-1].runtime})"
     return (
         f"the hosts' Neuron driver {driver_version} rejects the image's Neuron runtime {found.runtime} "
         f"({found.how}; that runtime accepts drivers {release.driver_range}): nrt_init() would fail at the job's "

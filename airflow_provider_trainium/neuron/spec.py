@@ -18,6 +18,18 @@ WORKLOADS: tuple[str, ...] = ("default", "llm")
 URI_SCHEMES: tuple[str, ...] = ("file", "s3")
 MAX_TIMEOUT_SECONDS = 14 * 24 * 3600  # AWS Batch and ECS both cap jobs at two weeks
 
+#: Tensor-parallel sizes neuronx-distributed cannot place on an instance type, with the reason. trn2 runs at
+#: logical NeuronCore size 2 (64 logical cores), where ``parallel_state.get_logic_chosen`` lists TP=8 (8 groups
+#: of 8) under "Not Supported" (neuronx-distributed v2.28.0, parallel_layers/parallel_state.py L341-388) and
+#: falls back to a replica-group layout that does not work instead of raising.
+UNSUPPORTED_TENSOR_PARALLEL: dict[tuple[str, int], str] = {
+    ("trn2.48xlarge", 8): (
+        "tensor_parallel_size=8 on trn2.48xlarge is not supported: at logical NeuronCore size 2 (64 cores) "
+        "neuronx-distributed cannot build the 8x8 replica groups (parallel_state.get_logic_chosen, 'Not Supported'); "
+        "use tensor_parallel_size 4, 16, 32 or 64"
+    ),
+}
+
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
@@ -181,6 +193,8 @@ class JobSpec:
                     f"tensor_parallel_size={self.tensor_parallel_size} does not divide the {per_node} processes "
                     f"per node on {instance.name}; allowed: {', '.join(map(str, allowed))}"
                 )
+            elif (instance.name, self.tensor_parallel_size) in UNSUPPORTED_TENSOR_PARALLEL:
+                found.append(UNSUPPORTED_TENSOR_PARALLEL[(instance.name, self.tensor_parallel_size)])
         if self.workload not in WORKLOADS:
             found.append(f"workload {self.workload!r} is not one of: {', '.join(WORKLOADS)}")
         if not isinstance(self.timeout_seconds, int) or not (60 <= self.timeout_seconds <= MAX_TIMEOUT_SECONDS):

@@ -290,6 +290,25 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
             check_image(prepared.spec.image, trusted_repository(self.config()), self.built_images(context))
 
+    def check_neuron_driver(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
+        """The hosts' Neuron driver must accept the image's Neuron runtime, or ``nrt_init()`` fails on the paid
+        instances at the job's first device use. A connection that does not know its driver gets a warning."""
+        if not backend.runs_image:
+            return
+        from airflow_provider_trainium.neuron.releases import check_driver, image_runtime
+
+        driver = self.config().neuron_driver_version
+        if not driver:
+            found = image_runtime(prepared.spec.image)
+            self.log.warning(
+                "the trainium connection does not say which Neuron driver its hosts run (neuron_driver_version; "
+                "`airflow trainium configure` writes it from the stacks): the image's Neuron runtime %s (%s) is "
+                "not checked against it",
+                found.runtime, found.how,
+            )  # fmt: skip
+            return
+        check_driver(prepared.spec.image, driver)
+
     def check_on_backend(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The backend's own checks (storage, queue, layout), before any API call."""
         backend.check(prepared.spec)
@@ -331,7 +350,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def pre_submit_checks(self) -> list[PreSubmitCheck]:
         """Every check of the prepared job that runs before find-or-submit; a subclass appends its own."""
-        return [self.check_budget, self.check_trusted_image, self.check_on_backend]
+        return [self.check_budget, self.check_trusted_image, self.check_neuron_driver, self.check_on_backend]
 
     def prepare(self, context: Context) -> PreparedJob:
         """Backend, validated spec, job name and tags, once per try; bad input fails here, before anything starts."""

@@ -43,6 +43,9 @@ def test_check_run_refuses_what_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_
         kit.check_run({**GOOD, "instance_type": "trn1.2xlarge"}, entry_point="trainer.allreduce")
     with pytest.raises(AirflowFailException, match="tensor"):
         kit.check_run({**GOOD, "tensor_parallel_size": 3}, entry_point="trainer.llama.train")
+    with pytest.raises(AirflowFailException, match="tensor_parallel_size=8 on trn2.48xlarge"):
+        trn2 = {**GOOD, "instance_type": "trn2.48xlarge", "tensor_parallel_size": 8}
+        kit.check_run(trn2, entry_point="trainer.llama.train")
     with pytest.raises(AirflowFailException, match="input_uri"):
         kit.check_run({**GOOD, "input_uri": "s3://elsewhere/x"}, entry_point="t", inputs=["input_uri"])
     with pytest.raises(AirflowFailException):

@@ -31,8 +31,11 @@ def test_base_image_labels_and_entry_point() -> None:
         "trainium.neuron.sdk.version",
         "trainium.neuron.compiler.version",
         "trainium.neuron.torch.version",
+        "trainium.neuron.runtime.version",
     ):
         assert key in labels
+    # The DLC's serving probe (curl localhost:8080/ping) would report every training container unhealthy.
+    assert ("HEALTHCHECK", "NONE") in instructions
     # ENTRYPOINT and CMD: tests/unit/neuron/test_container_contract.py
     kinds = [ins for ins, _ in instructions]
     # Dependencies are installed before the code is copied, so code edits reuse the dependency layer.

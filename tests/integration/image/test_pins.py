@@ -151,6 +151,27 @@ def test_neuron_pins_are_the_versions_file_and_the_labels(
     assert args["NEURON_SDK_VERSION"] == versions["sdk"]["version"]
 
 
+def test_versions_file_is_the_release_tables_image_release(
+    versions: dict[str, Any], dockerfile: list[tuple[str, str]]
+) -> None:
+    """The provider judges drivers and families by its release table: the image must be that release."""
+    from airflow_provider_trainium.neuron.releases import table
+
+    release = table().image
+    assert versions["sdk"]["version"] == release.version
+    assert f"{versions['base']['image']}:{versions['base']['tag']}" == release.dlc
+    assert versions["neuron"]["torch-neuronx"]["version"] == release.torch_neuronx
+    assert versions["neuron"]["neuronx-cc"]["version"] == release.compiler
+    assert versions["neuron"]["neuronx-distributed"]["version"] == release.neuronx_distributed
+    assert versions["base_only"]["aws-neuronx-runtime-lib"]["version"] == release.runtime
+    assert versions["base_only"]["aws-neuronx-collectives"]["version"] == release.collectives
+    assert versions["pypi"]["torch"]["version"] == release.torch
+    assert versions["pypi"]["transformers"]["version"] == release.transformers
+    assert versions["base"]["python"] == release.python
+    # the image says which runtime it carries, so a job can be checked against its hosts' driver
+    assert build_args(dockerfile)["NEURON_RUNTIME_VERSION"] == release.runtime
+
+
 def test_base_image_is_the_versions_file_tag_and_digest(
     versions: dict[str, Any], dockerfile: list[tuple[str, str]]
 ) -> None:

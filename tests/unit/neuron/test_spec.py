@@ -56,6 +56,15 @@ def test_tensor_parallel_message_lists_the_divisors():
     assert "allowed: 1, 2, 4, 8, 16, 32" in problems(instance_type="trn1.32xlarge", tensor_parallel_size=6)
 
 
+def test_tensor_parallel_8_is_refused_on_trn2_only():
+    """neuronx-distributed cannot place 8x8 replica groups at logical NeuronCore size 2 (get_logic_chosen)."""
+    message = problems(instance_type="trn2.48xlarge", tensor_parallel_size=8)
+    assert "tensor_parallel_size=8 on trn2.48xlarge is not supported" in message and "get_logic_chosen" in message
+    assert problems(instance_type="trn1.32xlarge", tensor_parallel_size=8) == ""
+    for size in (4, 16, 32, 64):
+        assert problems(instance_type="trn2.48xlarge", tensor_parallel_size=size) == ""
+
+
 def test_every_problem_is_reported_at_once():
     with pytest.raises(JobSpecError) as err:
         JobSpec(name="", entry_point="not a module", instance_type="x", nodes=0).validate()

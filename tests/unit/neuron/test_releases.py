@@ -1,0 +1,91 @@
+"""The Neuron release table: every value sourced, and the rules that refuse a host driver, an instance family
+or a runtime variable an image's release cannot take."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from airflow_provider_trainium.neuron import launch, releases
+from airflow_provider_trainium.neuron.releases import (
+    RUNTIME_LABEL,
+    driver_problem,
+    family_problem,
+    image_runtime,
+    table,
+    within,
+)
+from airflow_provider_trainium.neuron.spec import JobSpec
+
+SOURCED = ("dlc_tag", "runtime", "driver", "driver_oldest", "driver_newest", "torch_neuronx", "training_support")
+DLC_2_30 = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"
+
+
+@pytest.mark.parametrize("version", sorted(table().releases))
+def test_every_release_names_the_document_behind_its_values(version: str) -> None:
+    release = table().releases[version]
+    missing = [name for name in SOURCED if not release.sources.get(name)]
+    assert not missing, f"{version}: no source for {missing}"
+    assert release.dlc_tag.endswith("ubuntu24.04") and f"sdk{version}" in release.dlc_tag
+    assert release.training_support in ("supported", "unsupported")
+    assert release.stack == "xla"
+    assert all(isinstance(getattr(release, f.name), str) for f in dataclasses.fields(release) if f.type == "str")
+
+
+def test_the_image_release_is_the_one_aws_supports_for_xla_training() -> None:
+    image = table().image
+    assert image.supported_for_training and "stay on Neuron SDK 2.28" in image.support_note
+    assert not table().releases["2.30.0"].supported_for_training
+
+
+def test_bounds_count_only_the_components_they_name() -> None:
+    assert within("2.28.9.0", "2.26", "2.28") and within("2.26.5.0", "2.26", "2.28")
+    assert not within("2.29.0.0", "2.26", "2.28") and not within("2.25.4.0", "2.26", "2.28")
+    assert within("3.0.0", "2.27", None)
+    with pytest.raises(ValueError, match="not a version"):
+        within("latest", "2.26", "2.28")
+
+
+def test_the_runtime_comes_from_the_label_then_the_dlc_tag_then_the_project_image() -> None:
+    assert image_runtime("x@sha256:" + "0" * 64, {RUNTIME_LABEL: "2.32.31.0"}).release.version == "2.30.0"
+    assert image_runtime(DLC_2_30).release.version == "2.30.0"
+    own = image_runtime("123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "1" * 64)
+    assert own.release == table().image and "docker/Dockerfile" in own.how
+    assert image_runtime(None).runtime == table().image.runtime
+
+
+def test_the_release_driver_passes_and_its_neighbours_outside_the_range_do_not() -> None:
+    image = table().image
+    assert driver_problem(None, image.driver) is None
+    assert driver_problem(None, None) is None  # unknown: the caller warns
+    newest_major, newest_minor = (int(p) for p in image.driver_newest.split("."))
+    too_new = f"{newest_major}.{newest_minor + 1}.0.0"
+    problem = driver_problem(None, too_new)
+    assert problem and f"Neuron driver {too_new}" in problem and image.runtime in problem
+    assert f"pin aws-neuronx-dkms {image.driver}" in problem and "nrt_init()" in problem
+    oldest_major, oldest_minor = (int(p) for p in image.driver_oldest.split("."))
+    assert driver_problem(None, f"{oldest_major}.{oldest_minor - 1}.9.0")
+
+
+def test_a_mismatch_suggests_a_supported_release_that_the_driver_accepts() -> None:
+    """A 2.30 image on the 2.28 release's driver: runtime 2.32 needs driver 2.27+; the 2.28 image would run."""
+    problem = driver_problem(DLC_2_30, table().image.driver)
+    assert problem and "or run an image of Neuron 2.28.0" in problem
+    with pytest.raises(releases.NeuronDriverMismatchError):
+        releases.check_driver(DLC_2_30, table().image.driver)
+
+
+def test_family_rule() -> None:
+    assert family_problem(None, "trn1.32xlarge") is None and family_problem(None, "trn2.48xlarge") is None
+    problem = family_problem(None, "trn3.48xlarge")
+    assert problem and "does not support training on trn3" in problem
+
+
+def test_runtime_variables_a_release_deprecates_are_not_preset() -> None:
+    """Runtime 2.32 (Neuron 2.30) deprecates NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS; 2.30 (Neuron 2.28) has it."""
+    name = "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS"
+    assert name in table().releases["2.30.0"].deprecated_env
+    own = JobSpec(name="job", entry_point="trainer.allreduce", image=None)
+    assert launch.job_environment(own)[name] == "3"
+    assert name not in launch.job_environment(dataclasses.replace(own, image=DLC_2_30))
