@@ -34,9 +34,11 @@ def test_batch_launch_template_has_one_efa_interface_per_network_card(
     assert compute["InstanceTypes"] == [instance_type]
     assert compute["PlacementGroup"] == {"Ref": f"{prefix}PlacementGroup"}
     assert batch["Resources"][f"{prefix}PlacementGroup"]["Properties"]["Strategy"] == "cluster"
-    # Multi-node task ENIs take the compute environment's groups (the VPC default otherwise): the EFA group.
+    # The node group is on every EFA interface and not on the compute environment: Batch refuses both
+    # ("Either compute environment Security Groups or Network Interfaces in Launch template are exclusively
+    # allowed"; test_batch_rules.py), and the multi-node task interface gets the instance's groups.
     node_group = {"Fn::ImportValue": {"Fn::Sub": "${BaseStackName}-SecurityGroups"}}
-    assert compute["SecurityGroupIds"] == [node_group]
+    assert "SecurityGroupIds" not in compute
     assert all(i["Groups"] == [node_group] for i in interfaces)
     per_node = CATALOG[instance_type].vcpus
     for nodes, row in batch["Mappings"]["MaxvCpus"].items():
