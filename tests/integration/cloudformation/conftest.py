@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,17 @@ def load_template(name: str) -> dict[str, Any]:
     from cfnlint.decode import cfn_yaml
 
     return cfn_yaml.load(str(template_path(name)))
+
+
+def substitute(text: str, **values: str) -> str:
+    """``text`` as CloudFormation's Fn::Sub renders it: ``${Name}`` replaced (an unknown name is an error, as
+    there), ``${!Literal}`` left as ``${Literal}``."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match[1]
+        return "${" + name[1:] + "}" if name.startswith("!") else values[name]
+
+    return re.sub(r"\$\{([^}]*)\}", one, text)
 
 
 @pytest.fixture(scope="session")

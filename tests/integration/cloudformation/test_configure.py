@@ -15,6 +15,7 @@ import pytest
 from airflow_provider_trainium import cli
 from airflow_provider_trainium.compute.backends import resolve_compute
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.neuron.releases import table
 from tests.integration.cloudformation.conftest import deploy
 
 CONN_ID = "trainium_cfn_test"
@@ -144,6 +145,8 @@ def test_configure_creates_then_updates_the_connection(aws_conn_id: str, base_st
     assert_points_at_base_stack(config, aws_conn_id, base_stack)
     (cluster,) = EcsHook(aws_conn_id=aws_conn_id).conn.describe_clusters(clusters=[config.ecs_cluster])["clusters"]
     assert cluster["status"] == "ACTIVE"
+    # The driver the ECS stack pins on its hosts (its NeuronDriverVersion output, the template default here).
+    assert config.neuron_driver_version == table().image.driver
     assert resolve_compute("auto", config, 1) == "ecs"
 
     # Running it again is an update of the same row, not a second connection.

@@ -1,0 +1,214 @@
+"""Every Trainium host runs the Neuron driver its training image's runtime accepts, pinned by the stacks.
+
+The ECS-optimized Neuron AMI (SSM /aws/service/ecs/optimized-ami/amazon-linux-2023/neuron/recommended) is
+built with the newest aws-neuronx-dkms of its build date (aws/amazon-ecs-ami,
+scripts/enable-ecs-agent-inferentia-support.sh), and a driver newer than the image's Neuron runtime accepts
+fails nrt_init() (Neuron 2.31 release notes: driver 2.29 needs Neuron Runtime 2.33 or later). So the user
+data of every launch template installs exactly ``NeuronDriverVersion`` from the Neuron yum repository, as
+AWS's Batch llama2 sample (aws-neuron-samples) installs its driver in launch template user data, reloads the
+module and fails unless the loaded driver is that version. The scripts run here against stand-ins for rpm,
+dnf, modprobe and modinfo, with the paths they touch moved into a temporary directory."""
+
+from __future__ import annotations
+
+import email
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_trainium.hooks.trainium_fields import CONN_FIELDS
+from airflow_provider_trainium.neuron.releases import table
+from airflow_provider_trainium.stack import OUTPUT_FIELDS
+from tests.integration.cloudformation.conftest import substitute
+
+PINNING = ("ecs", "batch")
+SCRIPTS = ("ecs", "batch-Trn1", "batch-Trn1n", "batch-Trn2")
+PINNED = "2.26.5.0"
+NEWER = "2.29.3.0"
+# Paths the scripts touch on a host, and where they go in a test run (below its temporary directory).
+MOVED = {"/sys/module/neuron": "sys/module/neuron", "/etc/yum.repos.d": "yum.repos.d", "/etc/ecs": "ecs",
+         "/opt/amazon/efa": "efa"}  # fmt: skip
+
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash runs the user data scripts")
+
+
+def user_data_script(templates: dict[str, Any], which: str) -> tuple[str, dict[str, str]]:
+    """The shell script of a launch template's user data (Batch: its text/x-shellscript part) as a Fn::Sub
+    body, and the values its ${...} take in a test."""
+    if which == "ecs":
+        data = templates["ecs"]["Resources"]["LaunchTemplate"]["Properties"]["LaunchTemplateData"]
+        return data["UserData"]["Fn::Base64"]["Fn::Sub"], {"Cluster": "trn-cluster"}
+    prefix = which.split("-", 1)[1]
+    data = templates["batch"]["Resources"][f"{prefix}LaunchTemplate"]["Properties"]["LaunchTemplateData"]
+    message = email.message_from_string(data["UserData"]["Fn::Base64"]["Fn::Sub"])
+    (script,) = [p.get_payload() for p in message.get_payload() if p.get_content_type() == "text/x-shellscript"]
+    return script, {}
+
+
+@pytest.mark.parametrize("name", PINNING)
+def test_driver_default_is_the_one_the_image_release_ships(templates: dict[str, Any], name: str) -> None:
+    """The default is the aws-neuronx-dkms of the Neuron release docker/Dockerfile builds on (releases.toml),
+    and matches the template's own AllowedPattern and the connection field's pattern."""
+    parameter = templates[name]["Parameters"]["NeuronDriverVersion"]
+    assert parameter["Type"] == "String"
+    assert parameter["Default"] == table().image.driver
+    assert re.fullmatch(parameter["AllowedPattern"], parameter["Default"])
+    assert parameter["AllowedPattern"] == CONN_FIELDS["neuron_driver_version"]["schema"]["pattern"]
+    for bad in ("2", "2.26.*", "latest", "2.26.5.0; reboot"):
+        assert not re.fullmatch(parameter["AllowedPattern"], bad), bad
+
+
+@pytest.mark.parametrize("name", PINNING)
+def test_every_pinning_stack_outputs_the_connection_field(templates: dict[str, Any], name: str) -> None:
+    """stack.py maps the NeuronDriverVersion output to neuron_driver_version; both compute stacks give it,
+    and it is the pinned value itself."""
+    assert templates[name]["Outputs"]["NeuronDriverVersion"] == {
+        "Description": "neuron_driver_version of the trainium connection",
+        "Value": {"Ref": "NeuronDriverVersion"},
+    }
+    assert OUTPUT_FIELDS["NeuronDriverVersion"] == "neuron_driver_version"
+
+
+@pytest.mark.parametrize("which", SCRIPTS)
+def test_user_data_installs_the_pinned_package_and_checks_the_loaded_driver(templates, which) -> None:
+    script, _ = user_data_script(templates, which)
+    assert 'dnf install -y "aws-neuronx-dkms-${NeuronDriverVersion}"' in script
+    assert "baseurl=https://yum.repos.neuron.amazonaws.com" in script
+    assert "gpgkey=https://yum.repos.neuron.amazonaws.com/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB" in script
+    assert "cat /sys/module/neuron/version" in script
+
+
+STUBS = {
+    "rpm": """
+case "$1" in
+  --import) ;;
+  -q) [ -f "$STATE/installed" ] || { echo "package aws-neuronx-dkms is not installed"; exit 1; }
+      cat "$STATE/installed" ;;
+  -e) rm -f "$STATE/installed" "$STATE/ondisk" ;;
+  *) exit 2 ;;
+esac
+""",
+    # dnf installs the package and DKMS builds its module (the one on disk) unless told to fail.
+    "dnf": """
+for a in "$@"; do
+  case "$a" in
+    aws-neuronx-dkms-*) [ ! -f "$STATE/dnf_fails" ] || exit 1
+      printf %s "${a#aws-neuronx-dkms-}" > "$STATE/installed"; cp "$STATE/installed" "$STATE/ondisk" ;;
+  esac
+done
+""",
+    "modprobe": """
+mod="$ROOT/sys/module/neuron"
+if [ "$1" = -r ]; then [ ! -f "$STATE/busy" ] || exit 1; rm -rf "$mod"; exit 0; fi
+[ ! -d "$mod" ] || exit 0
+[ -f "$STATE/ondisk" ] || exit 1
+mkdir -p "$mod"; cp "$STATE/ondisk" "$mod/version"
+""",
+    "modinfo": """[ -f "$STATE/ondisk" ] && cat "$STATE/ondisk" """,
+}
+
+
+def run_script(templates, which: str, tmp_path: Path, installed: str | None, flags: tuple[str, ...] = ()):
+    """Run the user data on a host whose aws-neuronx-dkms ``installed`` is also the loaded driver."""
+    script, values = user_data_script(templates, which)
+    script = substitute(script, NeuronDriverVersion=PINNED, **values)
+    unmoved = script
+    for path, moved in MOVED.items():
+        unmoved = unmoved.replace(path, "")
+        script = script.replace(path, str(tmp_path / moved))
+    assert not re.search(r"(?<![\w/.-])/(etc|sys|opt|lib|usr|var)/", unmoved), "a host path this test does not move"
+    state, bin_dir = tmp_path / "state", tmp_path / "bin"
+    for d in (state, bin_dir, tmp_path / "yum.repos.d", tmp_path / "ecs", tmp_path / "efa" / "bin"):
+        d.mkdir(parents=True)
+    for name, body in {**STUBS, "fi_info": "echo provider: efa"}.items():
+        stub = (tmp_path / "efa" / "bin" if name == "fi_info" else bin_dir) / name
+        stub.write_text(f'#!/bin/bash\necho "{name} $*" >> "$STATE/log"\n{body}\n')
+        stub.chmod(0o755)
+    if installed:
+        (state / "installed").write_text(installed)
+        (state / "ondisk").write_text(installed)
+        (tmp_path / "sys" / "module" / "neuron").mkdir(parents=True)
+        (tmp_path / "sys" / "module" / "neuron" / "version").write_text(installed + "\n")
+    for flag in flags:
+        (state / flag).touch()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STATE": str(state), "ROOT": str(tmp_path)}
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    log = (state / "log").read_text().splitlines() if (state / "log").exists() else []
+    loaded = tmp_path / "sys" / "module" / "neuron" / "version"
+    ecs_config = tmp_path / "ecs" / "ecs.config"
+    driver = loaded.read_text().strip() if loaded.exists() else None
+    return done, log, driver, ecs_config.read_text() if ecs_config.exists() else ""
+
+
+@needs_bash
+@pytest.mark.parametrize("which", SCRIPTS)
+def test_a_host_already_on_the_pinned_driver_is_left_alone(templates, which, tmp_path) -> None:
+    done, log, loaded, ecs_config = run_script(templates, which, tmp_path, installed=PINNED)
+    assert done.returncode == 0, done.stderr
+    assert loaded == PINNED
+    assert not [line for line in log if line.startswith(("dnf", "modprobe"))], log
+    if which == "ecs":
+        assert "ECS_CLUSTER=trn-cluster" in ecs_config
+
+
+@needs_bash
+@pytest.mark.parametrize("which", SCRIPTS)
+def test_a_newer_driver_is_replaced_by_the_pinned_one_and_loaded(templates, which, tmp_path) -> None:
+    done, log, loaded, ecs_config = run_script(templates, which, tmp_path, installed=NEWER)
+    assert done.returncode == 0, done.stderr
+    assert loaded == PINNED
+    calls = [line for line in log if line.startswith(("rpm -e", "dnf install -y aws-neuronx-dkms", "modprobe"))]
+    assert calls == [
+        "rpm -e --nodeps aws-neuronx-dkms",
+        f"dnf install -y aws-neuronx-dkms-{PINNED}",
+        "modprobe -r neuron",
+        "modprobe neuron",
+    ]
+    repo = (tmp_path / "yum.repos.d" / "neuron.repo").read_text()
+    assert "baseurl=https://yum.repos.neuron.amazonaws.com\n" in repo and "gpgcheck=1\n" in repo
+    if which == "ecs":
+        assert "ECS_CLUSTER=trn-cluster" in ecs_config
+
+
+@needs_bash
+@pytest.mark.parametrize("which", SCRIPTS)
+def test_a_host_without_a_driver_gets_the_pinned_one(templates, which, tmp_path) -> None:
+    done, log, loaded, _ = run_script(templates, which, tmp_path, installed=None)
+    assert done.returncode == 0, done.stderr
+    assert loaded == PINNED
+    assert not [line for line in log if line.startswith("rpm -e")]
+
+
+@needs_bash
+@pytest.mark.parametrize("which", SCRIPTS)
+@pytest.mark.parametrize(
+    ("flags", "loaded_then"),
+    [(("busy",), NEWER), (("dnf_fails",), "none (module not loaded)")],
+    ids=["module-in-use", "install-fails"],
+)
+def test_a_host_left_on_another_driver_fails_naming_both(templates, which, tmp_path, flags, loaded_then) -> None:
+    """The check reads the loaded module's version: a module that cannot be unloaded, or a package that
+    cannot be installed, leaves another driver running, and the user data exits non-zero. On ECS that is
+    before the agent config is written, so the instance never joins the stack's cluster."""
+    done, log, _, ecs_config = run_script(templates, which, tmp_path, installed=NEWER, flags=flags)
+    assert done.returncode != 0
+    assert f"the loaded neuron driver is {loaded_then}, NeuronDriverVersion is {PINNED}" in done.stderr
+    if which == "ecs":
+        assert "ECS_CLUSTER" not in ecs_config
+    else:
+        assert not [line for line in log if line.startswith("fi_info")]  # stopped before the EFA part
+
+
+@needs_bash
+@pytest.mark.parametrize("which", SCRIPTS)
+def test_user_data_scripts_parse(templates, which) -> None:
+    script, values = user_data_script(templates, which)
+    done = subprocess.run(
+        ["bash", "-n"], input=substitute(script, NeuronDriverVersion=PINNED, **values), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
