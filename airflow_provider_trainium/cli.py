@@ -1,6 +1,7 @@
 """``airflow-trainium``: the provider's command line, one subcommand per module in :data:`COMMANDS`.
 
-``airflow trainium models`` offers the same model commands inside Airflow's own CLI (:func:`airflow_commands`).
+``airflow trainium models`` and ``airflow trainium preflight`` offer the same commands inside Airflow's own CLI
+(:func:`airflow_commands`).
 
 Each module exposes ``register(subparsers)``, which adds its sub-parser and sets ``func`` on it: either
 ``func(args, out) -> int`` (``out`` is the stream for the command's result; everything else goes to
@@ -22,14 +23,17 @@ from typing import Any
 COMMANDS: list[str] = [
     "airflow_provider_trainium.commands.configure",
     "airflow_provider_trainium.commands.models",
+    "airflow_provider_trainium.commands.preflight",
 ]
 
 
 def airflow_commands() -> list[Any]:
     """The ``airflow trainium ...`` commands, named by the ``cli`` entry of provider info (Airflow 3.2+)."""
     from airflow_provider_trainium.commands.models import airflow_commands as models_commands
+    from airflow_provider_trainium.commands.preflight import airflow_command as preflight_command
 
-    return models_commands()
+    trainium, *others = models_commands()
+    return [trainium._replace(subcommands=[*trainium.subcommands, preflight_command()]), *others]
 
 
 def build_parser() -> argparse.ArgumentParser:

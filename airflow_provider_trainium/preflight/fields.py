@@ -1,0 +1,53 @@
+"""What a remote run needs the ``trainium`` connection to say, read from the config alone (no AWS call)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_provider_trainium.preflight.layout import Layout
+from airflow_provider_trainium.preflight.result import CheckResult, error, ok, warning
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+
+#: Fields every remote backend reads; each backend adds its own (:func:`missing_fields`).
+REMOTE_FIELDS = (
+    "region_name",
+    "artifact_root",
+    "job_role_arn",
+    "ecs_execution_role_arn",
+    "subnets",
+    "security_groups",
+    "ecr_repository",
+    "log_group",
+)
+
+
+def missing_fields(config: TrainiumConfig, layout: Layout) -> list[str]:
+    """The connection fields a run of ``layout`` needs and does not have, each with what it must hold."""
+    missing = [name for name in REMOTE_FIELDS if not getattr(config, name)]
+    if "artifact_root" not in missing and not config.artifact_root.startswith("s3://"):
+        missing.append(f"artifact_root on s3:// (it is {config.artifact_root})")
+    if layout.compute == "ecs" and not config.ecs_cluster:
+        missing.append("ecs_cluster")
+    if layout.compute == "batch" and not config.batch_job_queues.get(layout.instance_type):
+        missing.append(f"batch_job_queues[{layout.instance_type}]")
+    return missing
+
+
+def check_connection(config: TrainiumConfig, layout: Layout) -> CheckResult:
+    missing = missing_fields(config, layout)
+    if missing:
+        return error("connection", f"{layout.compute} compute needs the trainium connection's {', '.join(missing)}")
+    return ok("connection", f"every field {layout.compute} compute reads is set (region {config.region_name})")
+
+
+def check_stack_outputs(config: TrainiumConfig, layout: Layout) -> CheckResult:
+    """``neuron_driver_version`` is what ``airflow trainium configure`` copies from the stacks' outputs."""
+    if not config.neuron_driver_version:
+        return warning(
+            "stack outputs",
+            "not checked: the trainium connection has no neuron_driver_version (the stacks' NeuronDriverVersion "
+            "output; run `airflow trainium configure`), so the hosts' driver cannot be compared with the image",
+        )
+    return ok("stack outputs", f"neuron_driver_version {config.neuron_driver_version} (NeuronDriverVersion)")

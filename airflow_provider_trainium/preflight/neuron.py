@@ -1,0 +1,69 @@
+"""What the Neuron release table says about this run: the layout, the hosts' driver, the instance family.
+
+Pure rules over :mod:`~airflow_provider_trainium.neuron`; a mismatch here would fail at the job's first
+device use, after the instances were paid for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_provider_trainium.preflight.layout import Layout
+from airflow_provider_trainium.preflight.result import CheckResult, error, ok, warning
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+
+
+def check_layout_rules(instance_type: str, nodes: int) -> CheckResult:
+    from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
+
+    try:
+        check_layout(instance_type, nodes)
+    except JobSpecError as err:
+        return error("layout", "; ".join(err.problems))
+    return ok("layout", f"{nodes} x {instance_type}")
+
+
+def check_neuron_driver(config: TrainiumConfig, layout: Layout) -> CheckResult:
+    from airflow_provider_trainium.neuron.releases import driver_problem, image_runtime
+
+    name = "neuron driver"
+    try:
+        problem = driver_problem(layout.image, config.neuron_driver_version)
+    except ValueError as err:  # a release table value that is not a version yet
+        return error(name, f"the Neuron release table cannot compare versions: {err} (neuron/releases.toml)")
+    if problem:
+        return error(name, problem)
+    found = image_runtime(layout.image)
+    if not config.neuron_driver_version:
+        return warning(
+            name,
+            f"not checked: the hosts' Neuron driver is unknown (no neuron_driver_version in the connection); the image "
+            f"carries runtime {found.runtime} ({found.how})",
+        )
+    if found.release is None:
+        return warning(name, f"not checked: runtime {found.runtime} ({found.how}) is not in the release table")
+    return ok(
+        name,
+        f"driver {config.neuron_driver_version} is within {found.release.driver_range}, the drivers runtime "
+        f"{found.runtime} accepts; the runtime is {found.how}",
+    )
+
+
+def check_instance_family(layout: Layout) -> CheckResult:
+    from airflow_provider_trainium.neuron.releases import family_problem, image_runtime
+
+    name = "instance family"
+    problem = family_problem(layout.image, layout.instance_type)
+    if problem:
+        return error(name, problem)
+    release = image_runtime(layout.image).release
+    if release is None:
+        return warning(name, f"not checked: the image's runtime is not in the release table ({layout.instance_type})")
+    if not release.supported_for_training:
+        return warning(
+            name,
+            f"Neuron {release.version} is {release.training_support} for training by AWS: {release.support_note}",
+        )
+    return ok(name, f"Neuron {release.version} supports training on {layout.instance_type}")

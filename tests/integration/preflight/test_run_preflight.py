@@ -1,0 +1,30 @@
+"""``run_preflight`` from Python, as a DAG's first task calls it: the same results the command prints."""
+
+from __future__ import annotations
+
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.preflight import CHECKS, CheckResult, errors, run_preflight
+from tests.integration.preflight.conftest import INSTANCE_TYPE
+
+
+def test_local_compute_needs_nothing_from_aws():
+    results = run_preflight(TrainiumConfig(), instance_type=INSTANCE_TYPE, nodes=2, compute="auto", image=None)
+    assert [r.name for r in results] == list(CHECKS)
+    assert results[1] == CheckResult("compute", "ok", "local (auto: 2 node(s), trainium connection absent)")
+    assert {r.reason for r in results[2:]} == {"not needed (local compute)"}
+    assert errors(results) == []
+
+
+def test_remote_results_and_their_errors(deployment):
+    config = TrainiumConfig.from_extra(deployment.extra(security_groups=[deployment.open_group]))
+    results = run_preflight(config, instance_type=INSTANCE_TYPE, nodes=2, compute="auto", image=None)
+    assert results[1].reason.startswith("batch (auto")
+    assert [r.name for r in errors(results)] == ["efa security group"]
+    image = next(r for r in results if r.name == "image")
+    assert image.status == "ok" and deployment.digest in image.reason  # None: the connection's image
+
+
+def test_an_unknown_backend_stops_after_the_compute_check():
+    results = run_preflight(TrainiumConfig(), instance_type=INSTANCE_TYPE, nodes=1, compute="k8s", image=None)
+    assert [(r.name, r.status) for r in results] == [("layout", "ok"), ("compute", "error")]
+    assert "is not one of" in results[1].reason
