@@ -93,3 +93,9 @@ airflow: venv
 
 airflow-stop:
 	$(BIN)/python -m airflow_provider_trainium.devserver stop
+
+# Where public.ecr.aws is reachable: pin the base image's tag to the digest it names now, in
+# docker/neuron-versions.toml ([base].digest, digest_source) and the Dockerfile's ARG BASE_IMAGE.
+.PHONY: pin-base-digest
+pin-base-digest: venv
+	$(BIN)/python -m airflow_provider_trainium.image.pin_base

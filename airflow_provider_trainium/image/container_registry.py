@@ -6,14 +6,16 @@ builders short-lived credentials that are never logged.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_trainium.image.errors import ContainerRegistryError, ContainerRegistryUnreachable
 
 if TYPE_CHECKING:
+    import requests
     from airflow.providers.amazon.aws.hooks.ecr import EcrHook
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,27 @@ class ContainerRegistry(Protocol):
         """Credentials the builders use to push (and to pull bases from the same registry)."""
         ...
 
+    def labels(self, tag: str) -> dict[str, str] | None:
+        """The image config's labels under ``tag``; None when the image or its config cannot be read."""
+        ...
+
+
+def platform_manifest(index: dict[str, Any], os: str = "linux", architecture: str = "amd64") -> str | None:
+    """The digest of the index entry for the platform the training image runs on."""
+    for entry in index.get("manifests") or []:
+        platform = entry.get("platform") or {}
+        if platform.get("os") == os and platform.get("architecture") == architecture:
+            return str(entry.get("digest"))
+    return None
+
+
+def config_labels(config: dict[str, Any] | None) -> dict[str, str] | None:
+    """``config.Labels`` of an image config blob (an image without labels has an empty dict)."""
+    if config is None:
+        return None
+    labels = (config.get("config") or {}).get("Labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
+
 
 class OciRegistry:
     """A registry speaking the OCI distribution API (docker-registry, Harbor, a pull-through mirror)."""
@@ -81,6 +104,7 @@ class OciRegistry:
         self._insecure = insecure
         self._username, self._password = username, password
         self._timeout = timeout
+        self._token: str | None = None
 
     @property
     def repository(self) -> str:
@@ -90,32 +114,69 @@ class OciRegistry:
     def insecure(self) -> bool:
         return self._insecure
 
-    def lookup(self, tag: str) -> str | None:
+    def _request(self, method: str, path: str, accept: str | None = None) -> requests.Response:
+        """One call to ``/v2/<name>/<path>``, answering a bearer-token challenge once; unreachable is raised."""
         import requests
 
+        from airflow_provider_trainium.image.registry_token import fetch_token, parse_challenge
+
         scheme = "http" if self._insecure else "https"
-        url = f"{scheme}://{self.host}/v2/{self.name}/manifests/{tag}"
-        auth = (self._username, self._password) if self._username else None
+        url = f"{scheme}://{self.host}/v2/{self.name}/{path}"
+        headers = {"Accept": accept} if accept else {}
+        login = (self._username, self._password or "") if self._username else None
         try:
-            response = requests.head(
-                url, headers={"Accept": ", ".join(MANIFEST_TYPES)}, auth=auth, timeout=self._timeout
-            )
+            if self._token:
+                headers["Authorization"] = f"Bearer {self._token}"
+                response = requests.request(method, url, headers=headers, timeout=self._timeout)
+            else:
+                response = requests.request(method, url, headers=headers, auth=login, timeout=self._timeout)
+            challenge = parse_challenge(response.headers.get("WWW-Authenticate", ""))
+            if response.status_code == 401 and challenge is not None:
+                self._token = fetch_token(challenge, login, self._timeout)
+                headers["Authorization"] = f"Bearer {self._token}"
+                response = requests.request(method, url, headers=headers, timeout=self._timeout)
         except requests.RequestException as exc:
             raise ContainerRegistryUnreachable(
                 f"registry {self.host} is unreachable ({url}): {type(exc).__name__}"
             ) from None
-        if response.status_code == 404:
-            return None
         if response.status_code in (401, 403):
             raise ContainerRegistryError(
                 f"registry {self.host} refused access to {self.name} (HTTP {response.status_code})"
             )
-        if response.status_code != 200:
+        if response.status_code not in (200, 404):
             raise ContainerRegistryError(f"registry {self.host} answered HTTP {response.status_code} for {url}")
+        return response
+
+    def lookup(self, tag: str) -> str | None:
+        response = self._request("HEAD", f"manifests/{tag}", ", ".join(MANIFEST_TYPES))
+        if response.status_code == 404:
+            return None
         digest = response.headers.get("Docker-Content-Digest")
         if not digest:
             raise ContainerRegistryError(f"registry {self.host} did not return a Docker-Content-Digest for {tag}")
         return digest
+
+    def _json(self, path: str, accept: str | None = None) -> dict[str, Any] | None:
+        response = self._request("GET", path, accept)
+        if response.status_code == 404:
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            raise ContainerRegistryError(f"registry {self.host} answered {path} with something not JSON") from None
+        return body if isinstance(body, dict) else None
+
+    def labels(self, tag: str) -> dict[str, str] | None:
+        """The image config's labels for ``tag`` (linux/amd64 of an index); None if there is no such image."""
+        manifest = self._json(f"manifests/{tag}", ", ".join(MANIFEST_TYPES))
+        if manifest is not None and "manifests" in manifest:
+            platform = platform_manifest(manifest)
+            manifest = self._json(f"manifests/{platform}", ", ".join(MANIFEST_TYPES)) if platform else None
+        config_digest = ((manifest or {}).get("config") or {}).get("digest")
+        if not config_digest:
+            return None
+        config = self._json(f"blobs/{config_digest}")
+        return config_labels(config)
 
     def auths(self) -> list[RegistryAuth]:
         if not self._username:
@@ -195,6 +256,37 @@ class EcrRegistry:
             return None
         details = response.get("imageDetails") or []
         return details[0]["imageDigest"] if details else None
+
+    def labels(self, tag: str) -> dict[str, str] | None:
+        """BatchGetImage for the manifest, then the config blob through a layer download URL; None when ECR
+        (or an endpoint that lacks the call) does not hand the config out: the labels are a nicety."""
+        import requests
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = self.hook.conn
+        try:
+            images = (
+                client.batch_get_image(
+                    registryId=self.registry_id,
+                    repositoryName=self.name,
+                    imageIds=[{"imageTag": tag}],
+                    acceptedMediaTypes=[t for t in MANIFEST_TYPES if "index" not in t and "list" not in t],
+                ).get("images")
+                or []
+            )
+            if not images:
+                return None
+            manifest = json.loads(images[0]["imageManifest"])
+            config_digest = manifest["config"]["digest"]
+            url = client.get_download_url_for_layer(
+                registryId=self.registry_id, repositoryName=self.name, layerDigest=config_digest
+            )["downloadUrl"]
+            response = requests.get(url, timeout=30)
+            response.raise_for_status()
+            return config_labels(response.json())
+        except (BotoCoreError, ClientError, requests.RequestException, KeyError, TypeError, ValueError) as exc:
+            log.info("labels of %s:%s not readable from ECR (%s); base digest unknown", self.name, tag, exc)
+            return None
 
     def auths(self) -> list[RegistryAuth]:
         creds = self.hook.get_temporary_credentials(registry_ids=[self.registry_id])

@@ -127,3 +127,36 @@ def context_sources(text: str, build_args: dict[str, str] | None = None) -> list
         elif instruction == "RUN":
             sources.extend(_expand(s, variables) for s in _bind_mount_sources(rest))
     return sources
+
+
+def base_image(text: str, build_args: dict[str, str] | None = None, target: str | None = None) -> str | None:
+    """The external image the built stage (``target``, else the last) starts from; None for ``scratch``.
+
+    Builders pull it first to learn its digest. ``FROM <stage>`` is followed back to the stage's own base;
+    only the ARGs declared before the first FROM expand a FROM line, as in the engine.
+    """
+    build_args = build_args or {}
+    global_args: dict[str, str] = {}
+    stages: dict[str, str] = {}  # alias -> image the stage starts from (already resolved through aliases)
+    chosen: str | None = None
+    seen_from = False
+    for instruction, rest in logical_lines(text):
+        if instruction == "ARG" and not seen_from:
+            for item in rest.split():
+                name, sep, default = item.partition("=")
+                global_args[name] = build_args.get(name, default.strip("\"'") if sep else "")
+        elif instruction == "FROM":
+            seen_from = True
+            words = [w for w in rest.split() if not w.startswith("--")]
+            if not words:
+                raise ContextError(f"FROM without an image: {rest!r}")
+            image = _expand(words[0], global_args)
+            image = stages.get(image.lower(), image)
+            if len(words) >= 3 and words[1].upper() == "AS":
+                stages[words[2].lower()] = image
+                if target is not None and words[2].lower() == target.lower():
+                    return None if image == "scratch" else image
+            chosen = image
+    if target is not None:
+        return None  # no such stage: the build itself fails and says so
+    return None if chosen in (None, "scratch") else chosen

@@ -7,9 +7,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from airflow_provider_trainium.image.builders.base import Builder, BuildRequest
+from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL, Builder, BuildOutput, BuildRequest
 from airflow_provider_trainium.image.container_registry import ContainerRegistry
 from airflow_provider_trainium.image.context import BuildContext
+from airflow_provider_trainium.image.dockerfile import base_image
 from airflow_provider_trainium.image.errors import BuildFailed
 
 log = logging.getLogger(__name__)
@@ -17,7 +18,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ImageResult:
-    """Where the image is: pass ``reference`` (pinned by digest) to training tasks, never the tag."""
+    """Where the image is: pass ``reference`` (pinned by digest) to training tasks, never the tag.
+
+    ``base_digest`` is the manifest digest of the image the build started from (its
+    ``org.opencontainers.image.base.digest`` label); None when it is not known.
+    """
 
     repository: str
     tag: str
@@ -25,6 +30,7 @@ class ImageResult:
     built: bool
     context_digest: str
     seconds: float
+    base_digest: str | None = None
 
     @property
     def reference(self) -> str:
@@ -53,12 +59,14 @@ def ensure_image(
     existing = registry.lookup(tag)
     if existing:
         log.info("image %s:%s already in the registry (%s); not building", repository, tag, existing)
-        return ImageResult(repository, tag, existing, False, context.digest, time.monotonic() - started)
+        base = (registry.labels(tag) or {}).get(BASE_DIGEST_LABEL)
+        return ImageResult(repository, tag, existing, False, context.digest, time.monotonic() - started, base)
 
     image = f"{repository}:{tag}"
     log.info("building %s with %s (%d context entries)", image, builder.name, len(context.entries))
     with tempfile.TemporaryDirectory(prefix="trainium-context-") as tmp:
         staged = context.stage(tmp)
+        dockerfile = (staged.directory / staged.dockerfile).read_text(encoding="utf-8")
         request = BuildRequest(
             context=staged,
             image=image,
@@ -67,8 +75,12 @@ def ensure_image(
             target=context.target,
             auths=tuple(registry.auths()),
             insecure_registry=registry.insecure,
+            base_image=base_image(dockerfile, dict(context.build_args), context.target),
         )
-        reported = builder.build(request)
+        output = builder.build(request)
+    if not isinstance(output, BuildOutput):  # a builder that reports only the pushed digest
+        output = BuildOutput(output)
+    reported = output.digest
     digest = registry.lookup(tag)
     if not digest:
         raise BuildFailed(f"{builder.name} reported success but {image} is not in the registry")
@@ -79,6 +91,9 @@ def ensure_image(
             digest,
             image,
         )
+    base = output.base_digest
+    if base is None and request.base_image:
+        base = (registry.labels(tag) or {}).get(BASE_DIGEST_LABEL)
     elapsed = time.monotonic() - started
-    log.info("pushed %s@%s in %.1f s", repository, digest, elapsed)
-    return ImageResult(repository, tag, digest, True, context.digest, elapsed)
+    log.info("pushed %s@%s in %.1f s (base %s@%s)", repository, digest, elapsed, request.base_image, base)
+    return ImageResult(repository, tag, digest, True, context.digest, elapsed, base)

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 class NeuronImageBuildOperator(BaseOperator):
     """Hash the build context into a tag; if the registry has it, return its digest, else build and push.
 
-    Returns ``repository@sha256:...`` (XCom ``return_value``) and pushes ``tag``, ``digest`` and ``built``.
+    Returns ``repository@sha256:...`` (XCom ``return_value``) and pushes ``tag``, ``digest``, ``built`` and
+    ``base_digest``: the manifest digest of the base image the build started from (None when unknown), which a
+    registered model's lineage records.
     Training tasks should take the returned reference, so a run is pinned to the exact image even if a tag
     moves.
 
@@ -159,6 +161,7 @@ class NeuronImageBuildOperator(BaseOperator):
         ti.xcom_push(key="tag", value=result.tag)
         ti.xcom_push(key="digest", value=result.digest)
         ti.xcom_push(key="built", value=result.built)
+        ti.xcom_push(key="base_digest", value=result.base_digest)
         if isinstance(registry, EcrRegistry):
             hook = registry.hook
             EcrImageLink.persist(
@@ -171,10 +174,11 @@ class NeuronImageBuildOperator(BaseOperator):
                 digest=result.digest,
             )
         self.log.info(
-            "image %s (tag %s, %s in %.1f s)",
+            "image %s (tag %s, %s in %.1f s), base image digest %s",
             result.reference,
             result.tag,
             "built" if result.built else "already present",
             result.seconds,
+            result.base_digest or "unknown",
         )
         return result.reference

@@ -15,8 +15,11 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-def run_lineage(context: Context) -> dict[str, Any]:
-    """Which DAG run and task try did this, with the run's logical date and data interval."""
+def run_lineage(context: Context, image: str | None = None) -> dict[str, Any]:
+    """Which DAG run and task try did this, with the run's logical date and data interval; ``image`` and its
+    ``base_digest`` when the run built the training image (absent when it built none)."""
+    from airflow_provider_trainium.image.run_images import image_lineage
+
     ti = context["ti"]
     dag_run = context["dag_run"]
 
@@ -32,6 +35,7 @@ def run_lineage(context: Context) -> dict[str, Any]:
         "logical_date": iso(getattr(dag_run, "logical_date", None)),
         "data_interval_start": iso(getattr(dag_run, "data_interval_start", None)),
         "data_interval_end": iso(getattr(dag_run, "data_interval_end", None)),
+        **image_lineage(context, context.get("dag"), image),
     }
 
 
@@ -144,7 +148,7 @@ class RegisterModelOperator(BaseOperator):
             source,
             metrics_file=self.metrics_file,
             params=dict(context.get("params") or {}),
-            lineage=run_lineage(context),
+            lineage=run_lineage(context, self.image or None),
             dataset_uri=self.dataset_uri or None,
             dataset_hash_max_bytes=self.dataset_hash_max_bytes,
             checkpoint_uri=self.checkpoint_uri or None,

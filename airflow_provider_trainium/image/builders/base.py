@@ -1,4 +1,4 @@
-"""The one interface every builder implements: build the staged context, push it, say the digest."""
+"""The one interface every builder implements: build the staged context, push it, say the digests."""
 
 from __future__ import annotations
 
@@ -16,11 +16,18 @@ from airflow_provider_trainium.image.errors import BuildFailed
 log = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 40
+#: The label (OCI annotation key) that records which manifest of the base image a build started from. It goes
+#: in at build time (``--label``), so the context tag, computed before the build, does not depend on it.
+BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 
 
 @dataclass(frozen=True)
 class BuildRequest:
-    """Everything a builder needs; ``image`` is ``repository:tag``, ``context_digest`` names uploads."""
+    """Everything a builder needs; ``image`` is ``repository:tag``, ``context_digest`` names uploads.
+
+    ``base_image`` is the external image the built stage starts from (None for ``scratch``): the builder
+    pulls it first and labels the image with its digest.
+    """
 
     context: StagedContext
     image: str
@@ -29,10 +36,19 @@ class BuildRequest:
     target: str | None = None
     auths: tuple[RegistryAuth, ...] = ()
     insecure_registry: bool = False
+    base_image: str | None = None
 
     @property
     def registry_host(self) -> str:
         return self.image.partition("/")[0]
+
+
+@dataclass(frozen=True)
+class BuildOutput:
+    """What a builder knows after a push: the pushed manifest digest and the base's digest (None: unknown)."""
+
+    digest: str | None
+    base_digest: str | None = None
 
 
 class Builder(Protocol):
@@ -40,8 +56,8 @@ class Builder(Protocol):
 
     name: str
 
-    def build(self, request: BuildRequest) -> str | None:
-        """Build and push; return the pushed manifest digest when the builder knows it (else None)."""
+    def build(self, request: BuildRequest) -> BuildOutput | str | None:
+        """Build and push; a plain digest string (or None) is accepted from builders that know no base."""
         ...
 
 

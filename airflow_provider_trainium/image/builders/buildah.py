@@ -2,6 +2,13 @@
 
 Defaults (vfs storage, chroot isolation) work as an unprivileged-ish root in a container. Credentials go
 through a 0600 auth file that is deleted afterwards, never through the command line.
+
+The base image is pulled before the build with the policy ``bud`` itself uses (``missing``), so the image
+whose manifest digest goes into the label is the one the build then starts from. That digest is read from
+buildah's own record of the image (``FromImageDigest``): for a multi-platform tag it is the platform's
+manifest, the image that shares its layers with ours. buildah's own ``org.opencontainers.image.base.digest``
+annotation says the same but exists only in OCI-format images, and this builder writes Docker format by
+default.
 """
 
 from __future__ import annotations
@@ -10,10 +17,17 @@ import base64
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
-from airflow_provider_trainium.image.builders.base import BuildRequest, LogTail, run_logged
+from airflow_provider_trainium.image.builders.base import (
+    BASE_DIGEST_LABEL,
+    BuildOutput,
+    BuildRequest,
+    LogTail,
+    run_logged,
+)
 from airflow_provider_trainium.image.errors import BuilderUnavailable, BuildFailed
 
 
@@ -59,7 +73,19 @@ class BuildahBuilder:
             argv += ["--runroot", self.runroot]
         return argv
 
-    def build(self, request: BuildRequest) -> str | None:
+    def base_digest(self, base: list[str], request: BuildRequest, authfile: Path, tls: str) -> str | None:
+        """Pull the base as ``bud`` would (only if missing) and return its manifest digest."""
+        assert request.base_image is not None
+        pull = [*base, "pull", "--policy", "missing", "--authfile", str(authfile), tls, request.base_image]
+        run_logged(pull, LogTail("buildah pull"), f"buildah pull of the base image {request.base_image}")
+        inspect = [*base, "inspect", "--type", "image", "--format", "{{.FromImageDigest}}", request.base_image]
+        done = subprocess.run(inspect, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+        digest = done.stdout.strip()
+        if done.returncode != 0 or not digest.startswith("sha256:"):
+            raise BuildFailed(f"buildah inspect of the base image {request.base_image} gave no digest: {done.stderr}")
+        return digest
+
+    def build(self, request: BuildRequest) -> BuildOutput:
         base = self._base()
         ctx = request.context
         tls = f"--tls-verify={'false' if request.insecure_registry else 'true'}"
@@ -76,6 +102,7 @@ class BuildahBuilder:
                     },
                     handle,
                 )
+            base_digest = self.base_digest(base, request, authfile, tls) if request.base_image else None
             bud = [*base, "bud", "--isolation", self.isolation, "--format", self.image_format]
             bud += [
                 "--authfile",
@@ -86,6 +113,8 @@ class BuildahBuilder:
                 "-t",
                 request.image,
             ]
+            if base_digest:
+                bud += ["--label", f"{BASE_DIGEST_LABEL}={base_digest}"]
             if self.layers:
                 bud.append("--layers")
             for key, value in sorted(request.build_args.items()):
@@ -102,6 +131,6 @@ class BuildahBuilder:
             if self.remove_after_push:
                 run_logged([*base, "rmi", request.image], LogTail("buildah rmi"), "buildah rmi")
             try:
-                return digestfile.read_text().strip() or None
+                return BuildOutput(digestfile.read_text().strip() or None, base_digest)
             except OSError:
                 raise BuildFailed(f"buildah push of {request.image} wrote no digest") from None

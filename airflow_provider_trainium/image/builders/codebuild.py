@@ -3,6 +3,10 @@
 The staged context goes to S3 as a zip (the only archive CodeBuild takes from S3), a project with a
 privileged Docker environment builds and pushes it, and its CloudWatch log is streamed into the task log.
 The project logs in to ECR with its own service role, so no credentials leave this worker.
+
+The buildspec pulls the base image before the build, reads the digest Docker pulled it by (its
+``RepoDigests`` entry for the base's repository) and passes it as a ``--label``; the digest comes back as the
+exported variable ``BASE_DIGEST``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_trainium.image.builders.base import BuildRequest, LogTail
+from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL, BuildOutput, BuildRequest, LogTail
 from airflow_provider_trainium.image.errors import BuilderUnavailable, BuildFailed
 
 log = logging.getLogger(__name__)
@@ -27,6 +31,22 @@ DEFAULT_COMPUTE_TYPE = "BUILD_GENERAL1_LARGE"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "FAULT", "TIMED_OUT", "STOPPED"})
 
 
+def base_digest_commands(base_image: str) -> list[str]:
+    """Pull the base and set ``BASE_DIGEST`` to the digest Docker pulled it by (a pinned digest as written).
+
+    The build container is fresh, so the base's only ``RepoDigests`` entry is the one this pull made.
+    """
+    pinned = base_image.partition("@")[2]
+    quoted = shlex.quote(base_image)
+    if pinned:
+        return [f"docker pull {quoted}", f"BASE_DIGEST={shlex.quote(pinned)}"]
+    return [
+        f"docker pull {quoted}",
+        f"BASE_DIGEST=$(docker image inspect --format '{{{{index .RepoDigests 0}}}}' {quoted} | cut -d@ -f2)",
+        'test -n "$BASE_DIGEST" || { echo "docker knows no registry digest of the base image"; exit 1; }',
+    ]
+
+
 def buildspec(request: BuildRequest) -> str:
     """The buildspec for one image, as JSON (a YAML subset), with every argument shell-quoted."""
     build = ["docker", "build", "-f", request.context.dockerfile, "-t", request.image]
@@ -35,10 +55,16 @@ def buildspec(request: BuildRequest) -> str:
     if request.target:
         build += ["--target", request.target]
     build.append(".")
+    build_line = shlex.join(build)
+    base_commands: list[str] = []
+    if request.base_image:
+        base_commands = base_digest_commands(request.base_image)
+        # Double quotes, so the shell expands the digest the line before set.
+        build_line = build_line[: -len(" .")] + f' --label "{BASE_DIGEST_LABEL}=$BASE_DIGEST" .'
     image = shlex.quote(request.image)
     spec = {
         "version": 0.2,
-        "env": {"exported-variables": ["IMAGE_DIGEST"]},
+        "env": {"exported-variables": ["IMAGE_DIGEST", "BASE_DIGEST"]},
         "phases": {
             "pre_build": {
                 "commands": [
@@ -48,7 +74,8 @@ def buildspec(request: BuildRequest) -> str:
             },
             "build": {
                 "commands": [
-                    shlex.join(build),
+                    *base_commands,
+                    build_line,
                     f"docker push {image}",
                     f"IMAGE_DIGEST=$(docker inspect --format '{{{{index .RepoDigests 0}}}}' {image} | cut -d@ -f2)",
                 ]
@@ -202,11 +229,9 @@ class CodeBuildBuilder:
         except hook.conn.exceptions.ResourceNotFoundException:
             return
 
-    def build(self, request: BuildRequest) -> str | None:
+    def build(self, request: BuildRequest) -> BuildOutput:
         source, version = self.upload_context(request)
         self.ensure_project(source)
         build = self.wait(self.start(request, source, version))
-        for var in build.get("exportedEnvironmentVariables") or []:
-            if var.get("name") == "IMAGE_DIGEST" and var.get("value"):
-                return str(var["value"])
-        return None
+        exported = {v.get("name"): v.get("value") for v in build.get("exportedEnvironmentVariables") or []}
+        return BuildOutput(exported.get("IMAGE_DIGEST") or None, exported.get("BASE_DIGEST") or None)

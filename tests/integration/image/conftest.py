@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_trainium.image.builders.base import Builder, BuildRequest
+from airflow_provider_trainium.image.builders.base import Builder, BuildOutput, BuildRequest
 from tests.conftest import free_port, write_tree  # noqa: F401 (the image tests import it from here)
 
 
@@ -95,6 +95,6 @@ class CountingBuilder:
     def calls(self) -> int:
         return len(self.requests)
 
-    def build(self, request: BuildRequest) -> str | None:
+    def build(self, request: BuildRequest) -> BuildOutput | str | None:
         self.requests.append(request)
         return self.inner.build(request)

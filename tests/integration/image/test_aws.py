@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.image.builders.base import BuildRequest, LogTail
+from airflow_provider_trainium.image.builders.base import BuildOutput, BuildRequest, LogTail
 from airflow_provider_trainium.image.builders.codebuild import CodeBuildBuilder
 from airflow_provider_trainium.image.container_registry import EcrRegistry, parse_repository
 from airflow_provider_trainium.image.context import BuildContext
@@ -227,7 +227,7 @@ def test_codebuild_then_ecr_end_to_end_second_run_skips(aws_conn_id: str, app: B
     class PushAfterBuild:
         name = "codebuild"
 
-        def build(self, request: BuildRequest) -> str | None:
+        def build(self, request: BuildRequest) -> BuildOutput:
             reported = codebuild.build(request)
             put_image(aws_conn_id, "trainium/train", request.image.rpartition(":")[2], "d")
             return reported

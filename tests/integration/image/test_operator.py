@@ -57,9 +57,30 @@ def run_once(monkeypatch: pytest.MonkeyPatch, folder: Path, dag_id: str, builder
     return {
         "state": str(ti.state),
         "image": ti.xcom_pull(task_ids="image"),
-        **{key: ti.xcom_pull(task_ids="image", key=key) for key in ("tag", "digest", "built")},
+        **{key: ti.xcom_pull(task_ids="image", key=key) for key in ("tag", "digest", "built", "base_digest")},
         "link": ti.xcom_pull(task_ids="image", key="trainium_links"),
     }
+
+
+def push_base(registry: LocalRegistry, buildah_options: dict[str, str], tmp_path: Path) -> tuple[str, str]:
+    """A one-file base image pushed to the local registry: its name there and the digest the registry holds."""
+    import subprocess
+
+    buildah = ["buildah", "--storage-driver", "vfs", "--root", buildah_options["root"]]
+    buildah += ["--runroot", buildah_options["runroot"]]
+    (tmp_path / "base.txt").write_text("base\n")
+    name = registry.repository("trainium/operator-base:1")
+
+    def run(*args: str) -> str:
+        return subprocess.run([*buildah, *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    container = run("from", "scratch")
+    run("copy", container, str(tmp_path / "base.txt"), "/base.txt")
+    run("commit", "-q", container, "localhost/operator-base:1")
+    run("rm", container)
+    run("push", "--tls-verify=false", "--digestfile", str(tmp_path / "digest"), "localhost/operator-base:1",
+        f"docker://{name}")  # fmt: skip
+    return name, (tmp_path / "digest").read_text().strip()
 
 
 @pytest.mark.slow
@@ -69,11 +90,12 @@ def test_operator_builds_then_reuses(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    base, base_digest = push_base(local_registry, buildah_options, tmp_path)
     app = write_tree(
         tmp_path / "repo",
         {
-            "docker/Dockerfile": "FROM scratch\nARG SOURCE_REVISION\nCOPY trainer/ /opt/trainer/\n"
-            'LABEL org.opencontainers.image.revision="${SOURCE_REVISION}"\n',
+            "docker/Dockerfile": f"ARG BASE_IMAGE={base}\nFROM ${{BASE_IMAGE}}\nARG SOURCE_REVISION\n"
+            'COPY trainer/ /opt/trainer/\nLABEL org.opencontainers.image.revision="${SOURCE_REVISION}"\n',
             "trainer/__init__.py": "",
             "trainer/launch.py": "print('launch')\n",
         },
@@ -91,11 +113,13 @@ def test_operator_builds_then_reuses(
     assert first["built"] is True and builder.calls == 1
     assert first["image"] == f"{local_registry.host}/trainium/operator@{first['digest']}"
     assert first["tag"].startswith("ctx-")
+    assert first["base_digest"] == base_digest  # the digest of the base in the registry, as the build pulled it
 
     second = run_once(monkeypatch, dags, "image_build_second", builder, **kwargs)
     assert second["state"] == "success"
     assert builder.calls == 1 and second["built"] is False
     assert (second["image"], second["tag"]) == (first["image"], first["tag"])
+    assert second["base_digest"] == base_digest  # read back from the found image's label
 
     # A new revision is a build arg, so it is a new tag (and a build).
     third = run_once(monkeypatch, dags, "image_build_third", builder, **{**kwargs, "source_revision": "4567def"})
@@ -167,6 +191,7 @@ def test_image_already_in_ecr_is_returned_with_a_console_link(
     assert out["state"] == "success" and builder.calls == 0 and out["built"] is False
     uri = ecr.describe_repositories(repositoryNames=["trainium/train"])["repositories"][0]["repositoryUri"]
     assert (out["image"], out["tag"], out["digest"]) == (f"{uri}@{digest}", tag, digest)
+    assert out["base_digest"] is None  # an image config ECR does not hand out: unknown, not a failure
     link = EcrImageLink.url(out["link"])
     assert link == (
         "https://console.aws.amazon.com/ecr/repositories/private/123456789012/trainium/train/_/image/"

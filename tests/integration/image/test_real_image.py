@@ -8,6 +8,9 @@ it: the image config's Entrypoint with the request's command appended (Docker's 
 definition's environment and the request's overrides, plus the AWS_BATCH_JOB_* variables on Batch nodes;
 the launcher runs in dry-run mode and prints the torchrun command it would exec.
 
+The build goes through the project's own pipeline (``ensure_image`` with the buildah builder) into the local
+registry, with the stand-in pushed there first as the base, so the base-digest label is checked on a real pull.
+
 The root file system is cached (``TRAINIUM_TEST_BASE_CACHE``, default /var/cache/trainium-test-base), so
 only the first run on a machine pays for debootstrap (about 3.5 minutes); later runs take about 30 s.
 """
@@ -29,10 +32,15 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute import batch_definitions, ecs_definitions
+from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL
+from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
+from airflow_provider_trainium.image.container_registry import OciRegistry
+from airflow_provider_trainium.image.context import BuildContext
+from airflow_provider_trainium.image.ensure import ImageResult, ensure_image
 from airflow_provider_trainium.neuron.container_contract import docker_argv
 from airflow_provider_trainium.neuron.launch import batch_node_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
-from tests.integration.image.conftest import require_tool
+from tests.integration.image.conftest import LocalRegistry, require_tool
 
 pytestmark = pytest.mark.slow
 
@@ -97,23 +105,28 @@ class Buildah:
 
 
 @pytest.fixture(scope="module")
-def built_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+def built_image(tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry) -> Iterator[Image]:
     """The real Dockerfile built over the stand-in base, its config, and a working container of it."""
-    buildah = Buildah(tmp_path_factory.mktemp("buildah-real"))
+    storage = tmp_path_factory.mktemp("buildah-real")
+    buildah = Buildah(storage)
     tarball = stand_in_rootfs()
     scratch = buildah("from", "scratch").stdout.strip()
     buildah("add", scratch, str(tarball), "/")
     buildah("commit", "-q", scratch, BASE_TAG)
     buildah("rm", scratch)
-    # One layer for the whole build (no --layers): vfs copies the full file system per layer.
-    buildah("bud", "--isolation", "chroot", "--layers=false", "--format", "docker", "-f", "docker/Dockerfile",
-            "--build-arg", f"BASE_IMAGE={BASE_TAG}", "--build-arg", "INSTALL_NEURON_PACKAGES=0",
-            "--build-arg", "INSTALL_PYPI_PACKAGES=0",
-            "-t", IMAGE_TAG, str(REPO))  # fmt: skip
-    config = json.loads(buildah("inspect", "--type", "image", IMAGE_TAG).stdout)["Docker"]["config"]
+    # The base goes to the registry under a name this storage does not hold, so the build pulls it from there.
+    base = local_registry.repository("trainium/stand-in-base:bookworm")
+    buildah("push", "--tls-verify=false", BASE_TAG, f"docker://{base}")
+    registry = OciRegistry(local_registry.repository("trainium/trainer"), insecure=True)
+    context = BuildContext.load(REPO, "docker/Dockerfile", {"BASE_IMAGE": base, "INSTALL_NEURON_PACKAGES": "0",
+                                                           "INSTALL_PYPI_PACKAGES": "0"})  # fmt: skip
+    # One layer for the whole build (layers=False): vfs copies the full file system per layer.
+    builder = BuildahBuilder(root=str(storage / "root"), runroot=str(storage / "run"), layers=False)
+    result = ensure_image(context, registry, builder)
+    config = json.loads(buildah("inspect", "--type", "image", result.tagged).stdout)["Docker"]["config"]
     # One container for every run: a dry run changes nothing in it, and vfs copies the image per container.
-    container = buildah("from", IMAGE_TAG).stdout.strip()
-    yield Image(buildah, config, container)
+    container = buildah("from", result.tagged).stdout.strip()
+    yield Image(buildah, config, container, result, registry, context, base)
     buildah("rm", container, check=False)
     buildah("rmi", "-a", "-f", check=False)
 
@@ -123,6 +136,10 @@ class Image:
     buildah: Buildah
     config: dict[str, Any]
     container: str
+    result: ImageResult
+    registry: OciRegistry
+    context: BuildContext
+    base: str
 
 
 def run_container(image: Image, command: list[str], env: dict[str, str]) -> list[str]:
@@ -152,6 +169,27 @@ def test_the_image_config_is_the_contract(built_image: Image) -> None:
     assert config["Entrypoint"] == ["python", "-m", "trainer.launch"]
     assert not config.get("Cmd")
     assert "PYTHONPATH=/opt/trainium" in config["Env"]
+
+
+def test_the_image_records_the_digest_of_the_base_it_was_built_from(
+    built_image: Image, local_registry: LocalRegistry
+) -> None:
+    import requests
+
+    name, _, tag = built_image.base.partition("/")[2].rpartition(":")
+    accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+    head = requests.head(f"http://{local_registry.host}/v2/{name}/manifests/{tag}", headers={"Accept": accept},
+                         timeout=10)  # fmt: skip
+    assert head.status_code == 200, head.status_code
+    base_digest = head.headers["Docker-Content-Digest"]
+    assert built_image.result.built and built_image.result.base_digest == base_digest
+    # What the registry holds under the image's tag carries both base labels.
+    labels = built_image.registry.labels(built_image.result.tag) or {}
+    assert labels[BASE_DIGEST_LABEL] == base_digest
+    assert labels["org.opencontainers.image.base.name"] == built_image.base
+    # Found, not built, the image still says which base it came from: read back from its config.
+    again = ensure_image(built_image.context, built_image.registry, BuildahBuilder(storage_driver=None))
+    assert not again.built and (again.digest, again.base_digest) == (built_image.result.digest, base_digest)
 
 
 def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
