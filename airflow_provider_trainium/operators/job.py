@@ -258,15 +258,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def built_images(self, context: Context) -> list[str]:
         """The images ``NeuronImageBuildOperator`` tasks of this DAG returned in this run: trusted as built."""
-        from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+        from airflow_provider_trainium.image.run_images import run_images
 
-        tasks = self.dag.tasks if self.has_dag() else []
-        task_ids = [t.task_id for t in tasks if isinstance(t, NeuronImageBuildOperator)]
-        if not task_ids:
-            return []
-        pulled = context["ti"].xcom_pull(task_ids=task_ids)
-        values = pulled if isinstance(pulled, list) else [pulled]
-        return [str(v) for v in values if isinstance(v, str) and v]
+        return [image.reference for image in run_images(context, self.dag if self.has_dag() else None)]
 
     # -- preparing a try ------------------------------------------------------------------------------
     def config(self) -> TrainiumConfig:
