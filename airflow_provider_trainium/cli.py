@@ -29,11 +29,13 @@ COMMANDS: list[str] = [
 
 def airflow_commands() -> list[Any]:
     """The ``airflow trainium ...`` commands, named by the ``cli`` entry of provider info (Airflow 3.2+)."""
+    from airflow_provider_trainium.commands.configure import airflow_command as configure_command
     from airflow_provider_trainium.commands.models import airflow_commands as models_commands
     from airflow_provider_trainium.commands.preflight import airflow_command as preflight_command
 
     trainium, *others = models_commands()
-    return [trainium._replace(subcommands=[*trainium.subcommands, preflight_command()]), *others]
+    subcommands = [*trainium.subcommands, configure_command(), preflight_command()]
+    return [trainium._replace(subcommands=subcommands), *others]
 
 
 def build_parser() -> argparse.ArgumentParser:

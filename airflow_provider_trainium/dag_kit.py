@@ -114,8 +114,9 @@ def check_run(
     inputs: Iterable[str] = (),
     trainium_conn_id: str = DEFAULT_CONN_ID,
 ) -> TrainiumConfig:
-    """Fail the task (no retry) for an untrusted ``image``, an input param outside the allowed prefixes, or a
-    layout the instance type cannot hold (``tensor_parallel_size`` counts when the DAG has it)."""
+    """Fail the task (no retry) for an untrusted ``image``, an input param outside the allowed prefixes, a
+    layout the instance type cannot hold (``tensor_parallel_size`` counts when the DAG has it), or any error of
+    ``airflow trainium preflight`` for the layout (its AWS checks run only for remote compute)."""
     from airflow.providers.common.compat.sdk import AirflowFailException
 
     from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
@@ -134,7 +135,35 @@ def check_run(
         )
     except JobSpecError as err:
         raise AirflowFailException(str(err)) from err
+    preflight(config, params)
     return config
+
+
+def preflight(config: TrainiumConfig, params: Mapping[str, Any]) -> None:
+    """``airflow trainium preflight`` for the run's layout: fail on any error, log each warning."""
+    import logging
+
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.preflight import errors, run_preflight
+
+    results = run_preflight(
+        config,
+        instance_type=str(params["instance_type"]),
+        nodes=int(params["nodes"]),
+        compute=str(params.get("compute") or "auto"),
+        image=params.get("image") or None,
+    )
+    log = logging.getLogger(__name__)
+    for result in results:
+        if result.status == "warning":
+            log.warning("preflight %s: %s", result.name, result.reason)
+    failed = errors(results)
+    if failed:
+        raise AirflowFailException(
+            "preflight failed (`airflow trainium preflight` shows every check): "
+            + "; ".join(f"{r.name}: {r.reason}" for r in failed)
+        )
 
 
 def run_prefix(config: TrainiumConfig, *parts: str, run_id: str | None = None) -> str:

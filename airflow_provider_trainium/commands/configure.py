@@ -12,30 +12,58 @@ from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 CONN_TYPE = "trainium"
 
 
+HELP = "create or update the trainium connection from CloudFormation stack outputs"
+DESCRIPTION = (
+    "Read the outputs of the stacks deployed from cloudformation/ and write the trainium connection that the "
+    "operators use (the Neuron driver the stacks pin included). Pass the base stack and the ECS and/or Batch stacks."
+)
+#: (flags, argparse keyword arguments) of every option, shared by ``airflow-trainium`` and ``airflow trainium``.
+OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (
+        ("--stack",),
+        {
+            "action": "append",
+            "required": True,
+            "metavar": "NAME",
+            "help": "a deployed stack (repeat: --stack base --stack ecs --stack batch)",
+        },
+    ),
+    (
+        ("--aws-conn-id",),
+        {
+            "default": "aws_default",
+            "help": "Airflow AWS connection used to read the stacks and stored in the trainium connection",
+        },
+    ),
+    (("--region",), {"help": "region of the stacks (default: the AWS connection's region)"}),
+    (("--conn-id",), {"default": DEFAULT_CONN_ID, "help": "id of the connection to write"}),
+    (("--image",), {"help": "default training image (repository@sha256:digest or :tag)"}),
+    (("--dry-run",), {"action": "store_true", "help": "print the connection as JSON, write nothing"}),
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "configure",
-        help="create or update the trainium connection from CloudFormation stack outputs",
-        description="Read the outputs of the stacks deployed from cloudformation/ and write the trainium "
-        "connection that the operators use. Pass the base stack and the ECS and/or Batch stacks.",
-    )
-    parser.add_argument(
-        "--stack",
-        action="append",
-        required=True,
-        metavar="NAME",
-        help="a deployed stack (repeat: --stack base --stack ecs --stack batch)",
-    )
-    parser.add_argument(
-        "--aws-conn-id",
-        default="aws_default",
-        help="Airflow AWS connection used to read the stacks and stored in the trainium connection",
-    )
-    parser.add_argument("--region", help="region of the stacks (default: the AWS connection's region)")
-    parser.add_argument("--conn-id", default=DEFAULT_CONN_ID, help="id of the connection to write")
-    parser.add_argument("--image", help="default training image (repository@sha256:digest or :tag)")
-    parser.add_argument("--dry-run", action="store_true", help="print the connection as JSON, write nothing")
+    parser = subparsers.add_parser("configure", help=HELP, description=DESCRIPTION)
+    for flags, kwargs in OPTIONS:
+        parser.add_argument(*flags, **kwargs)
     parser.set_defaults(func=run)
+
+
+def airflow_command() -> Any:
+    """``airflow trainium configure``: Airflow's CLI ignores a return value, so a failure exits itself."""
+    from airflow.cli.cli_config import ActionCommand, Arg
+
+    def func(args: argparse.Namespace) -> None:
+        try:
+            code = run(args, sys.stdout)
+        except ValueError as err:  # a missing stack or output: one line, as airflow-trainium prints it
+            print(f"airflow trainium configure: {err}", file=sys.stderr)
+            code = 2
+        if code:
+            sys.exit(code)
+
+    args = [Arg(flags, **kwargs) for flags, kwargs in OPTIONS]
+    return ActionCommand(name="configure", help=HELP, func=func, args=args, description=DESCRIPTION)
 
 
 def build_connection(args: argparse.Namespace) -> dict[str, Any]:

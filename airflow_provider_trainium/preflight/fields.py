@@ -6,21 +6,13 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_trainium.preflight.layout import Layout
 from airflow_provider_trainium.preflight.result import CheckResult, error, ok, warning
+from airflow_provider_trainium.stack import REQUIRED_FIELDS
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
-#: Fields every remote backend reads; each backend adds its own (:func:`missing_fields`).
-REMOTE_FIELDS = (
-    "region_name",
-    "artifact_root",
-    "job_role_arn",
-    "ecs_execution_role_arn",
-    "subnets",
-    "security_groups",
-    "ecr_repository",
-    "log_group",
-)
+#: Fields every remote backend reads: the base stack's outputs, which ``airflow trainium configure`` requires too.
+REMOTE_FIELDS = REQUIRED_FIELDS
 
 
 def missing_fields(config: TrainiumConfig, layout: Layout) -> list[str]:

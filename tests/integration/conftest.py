@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,3 +42,42 @@ def calls(recorded: list[dict[str, Any]], *, path: str | None = None, target: st
         if (path and url.split("?")[0].endswith(path)) or (target and headers.get("x-amz-target", "").endswith(target)):
             count += 1
     return count
+
+
+#: The roles the base stack creates, as the trainium connection names them.
+JOB_ROLE_ARN = "arn:aws:iam::123456789012:role/trainium-job"
+EXECUTION_ROLE_ARN = "arn:aws:iam::123456789012:role/trainium-execution"
+
+
+def efa_network(aws_conn_id: str, region: str) -> tuple[str, str]:
+    """A subnet and a security group that allows all traffic to and from itself (what EFA needs), as the base
+    stack makes them: (subnet id, group id)."""
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    ec2 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="ec2", region_name=region).conn
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.0.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="trainium-nodes", Description="trainium nodes", VpcId=vpc)["GroupId"]
+    self_rule = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}]
+    ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=self_rule)
+    ec2.authorize_security_group_egress(GroupId=group, IpPermissions=self_rule)
+    return subnet, group
+
+
+def register_image(aws_conn_id: str, region: str, image: str) -> None:
+    """Put ``image`` (``<account>.dkr.ecr.<region>.amazonaws.com/<name>@sha256:...``) into the moto server's
+    ECR under exactly that digest, as a push would: preflight then finds it."""
+    from airflow.providers.amazon.aws.hooks.ecr import EcrHook
+
+    repository, _, digest = image.partition("@")
+    name = repository.split("/", 1)[1]
+    ecr = EcrHook(aws_conn_id=aws_conn_id, region_name=region).conn
+    with contextlib.suppress(ecr.exceptions.RepositoryAlreadyExistsException):
+        ecr.create_repository(repositoryName=name)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 2, "digest": digest},
+        "layers": [],
+    }
+    ecr.put_image(repositoryName=name, imageManifest=json.dumps(manifest), imageDigest=digest)

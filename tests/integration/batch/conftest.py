@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import MOTO_REGION, set_trainium_connection
 from tests.integration.batch import moto_batch
+from tests.integration.conftest import EXECUTION_ROLE_ARN, JOB_ROLE_ARN, efa_network, register_image
 
 REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium"
 #: Jobs run only digest-pinned images of the connection's repository.
@@ -50,6 +51,11 @@ def batch_env(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> BatchEnv:
     iam = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="iam").conn
     moto_batch.create_queue(batch, iam, QUEUE)
     queues = {t: QUEUE for t in ("trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge")}
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    S3Hook(aws_conn_id=aws_conn_id, region_name=MOTO_REGION).create_bucket(ARTIFACT_ROOT.split("/")[2])
+    subnet, group = efa_network(aws_conn_id, MOTO_REGION)
+    register_image(aws_conn_id, MOTO_REGION, IMAGE)
     set_trainium_connection(
         monkeypatch,
         aws_conn_id=aws_conn_id,
@@ -59,7 +65,10 @@ def batch_env(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> BatchEnv:
         image=IMAGE,
         ecr_repository=REPOSITORY,
         log_group=LOG_GROUP,
-        job_role_arn="arn:aws:iam::123456789012:role/trainium-job",
+        job_role_arn=JOB_ROLE_ARN,
+        ecs_execution_role_arn=EXECUTION_ROLE_ARN,
+        subnets=[subnet],
+        security_groups=[group],
     )
     return BatchEnv(TrainiumHook().get_config(), batch, logs)
 

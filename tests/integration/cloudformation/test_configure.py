@@ -169,3 +169,19 @@ def test_compute_stack_without_base_stack_is_refused(aws_conn_id: str, base_stac
         run_command("configure", "--stack", "trn-ecs", "--aws-conn-id", aws_conn_id, "--conn-id", conn_id)
     assert "ArtifactRoot" in str(refused.value)
     assert stored_connection(conn_id) is None
+
+
+def test_airflows_own_cli_writes_the_driver_the_stacks_pin(aws_conn_id: str, base_stack: str, conn_id: str) -> None:
+    """``airflow trainium configure``, registered through provider info, reads the ECS stack's
+    NeuronDriverVersion output into the connection's neuron_driver_version."""
+    deploy(aws_conn_id, "trn-ecs", "ecs", BaseStackName=base_stack)
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    argv = [airflow, "trainium", "configure", "--stack", base_stack, "--stack", "trn-ecs"]
+    argv += ["--aws-conn-id", aws_conn_id, "--conn-id", conn_id, "--dry-run"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout[done.stdout.index("{") :])
+    assert printed[conn_id]["extra"]["neuron_driver_version"] == table().image.driver
+    missing = subprocess.run([*argv[:3], "--stack", "nope", "--aws-conn-id", aws_conn_id], capture_output=True,
+                             text=True, timeout=180)  # fmt: skip
+    assert missing.returncode == 2 and "stack nope not found" in missing.stderr

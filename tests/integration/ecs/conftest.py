@@ -21,6 +21,7 @@ import requests
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.catalog import get_instance_type
 from tests.conftest import MOTO_REGION
+from tests.integration.conftest import EXECUTION_ROLE_ARN, JOB_ROLE_ARN, register_image
 
 CLUSTER = "trainium-test"
 #: Remote compute only takes S3 locations; the bucket exists on the moto server (see ``ecs_world``).
@@ -168,19 +169,22 @@ class CallCounter:
 
 
 def connect_trainium(world: EcsWorld, monkeypatch: pytest.MonkeyPatch, **extra: object) -> None:
-    """``trainium_default`` pointing at this world's cluster, subnets, log group and trusted image."""
+    """``trainium_default`` pointing at this world's cluster, subnets, log group and trusted image (in ECR), with
+    the roles the base stack creates: what `airflow trainium configure` writes for a real deployment."""
     from tests.conftest import set_trainium_connection
 
-    set_trainium_connection(
-        monkeypatch,
-        aws_conn_id=world.aws_conn_id,
-        region_name="us-east-1",
-        artifact_root=ARTIFACT_ROOT,  # remote compute only takes S3 locations
-        ecs_cluster=CLUSTER,
-        subnets=[world.subnet_id],
-        security_groups=[world.security_group_id],
-        log_group=LOG_GROUP,
-        image=IMAGE,
-        ecr_repository=REPOSITORY,
-        **extra,
-    )
+    register_image(world.aws_conn_id, "us-east-1", IMAGE)
+    fields: dict[str, object] = {
+        "aws_conn_id": world.aws_conn_id,
+        "region_name": "us-east-1",
+        "artifact_root": ARTIFACT_ROOT,  # remote compute only takes S3 locations
+        "ecs_cluster": CLUSTER,
+        "subnets": [world.subnet_id],
+        "security_groups": [world.security_group_id],
+        "log_group": LOG_GROUP,
+        "image": IMAGE,
+        "ecr_repository": REPOSITORY,
+        "job_role_arn": JOB_ROLE_ARN,
+        "ecs_execution_role_arn": EXECUTION_ROLE_ARN,
+    }
+    set_trainium_connection(monkeypatch, **{**fields, **extra})

@@ -91,18 +91,15 @@ def test_mnist_dag_runs_every_job_on_ecs_through_the_trigger(ecs_world, task_pro
     assert ecs_log_url(record).endswith(f"log-events/trainium%2Ftrainer%2F{task_id}")
 
 
-def test_multi_node_on_ecs_fails_the_task_before_any_run_task(ecs_world, task_progress, monkeypatch, tmp_path):
+def test_multi_node_on_ecs_fails_the_first_task_before_any_run_task(ecs_world, task_progress, monkeypatch, tmp_path):
+    """ECS runs one instance per job: the run's preflight refuses nodes=2 there, before any job starts."""
     task_progress({"progression": "immediate"})
-    ecs_world.add_instance("trn1.2xlarge")  # for prepare_data, a one-node job
+    ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)
 
     run = mnist_dag().test(run_conf={"compute": "ecs", "instance_type": "trn1.32xlarge", "nodes": 2})
 
     result = states(run)
-    assert result["prepare_data"] == "success"
-    assert result["compile"] == "failed" and result["train"] == "upstream_failed"
-    assert xcom(run, "compile", "job") is None
-    assert (
-        ecs_world.ecs.list_tasks(cluster=CLUSTER, startedBy=naming.job_name(DAG_ID, "compile", run.run_id))["taskArns"]
-        == []
-    )
+    assert result["check_params"] == "failed"
+    assert result["prepare_data"] == "upstream_failed" and result["train"] == "upstream_failed"
+    assert ecs_world.ecs.list_tasks(cluster=CLUSTER)["taskArns"] == []

@@ -82,3 +82,23 @@ def test_an_unknown_driver_is_a_warning_not_a_silent_pass(batch_env, capfd):
     warnings = [line for line in (logged.out + logged.err).splitlines() if "warning" in line.lower()]
     assert any("neuron_driver_version" in w and table().image.runtime in w for w in warnings)
     assert len(jobs_named(batch_env, ti)) == 1
+
+
+def test_the_first_task_refuses_the_mismatch_naming_both_versions(ecs_world, monkeypatch, tmp_path, capfd):
+    """The DAG's first task runs the preflight checks: the run stops there, before data prep starts anything."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from tests.integration.security.test_trusted_images import DAGS, states
+
+    ecs_world.add_instance("trn1.2xlarge")
+    driver = rejected_driver()
+    connect_trainium(ecs_world, monkeypatch, neuron_driver_version=driver)
+    dag = DagBag(dag_folder=str(DAGS)).get_dag("trainium_mnist_mlp")
+
+    run = dag.test(run_conf={"compute": "ecs", "instance_type": "trn1.2xlarge"})
+
+    result = states(run)
+    assert result["check_params"] == "failed" and result["prepare_data"] == "upstream_failed"
+    printed = capfd.readouterr()
+    assert f"neuron driver: the hosts' Neuron driver {driver} rejects" in printed.out + printed.err
+    assert ecs_world.ecs.list_tasks(cluster=CLUSTER)["taskArns"] == []
