@@ -16,6 +16,7 @@ from airflow_provider_trainium.compute.naming import job_name
 from tests.conftest import MOTO_REGION
 from tests.e2e.conftest import training_processes, wait_for, wait_run
 from tests.integration.batch import moto_batch
+from tests.integration.conftest import EXECUTION_ROLE_ARN, JOB_ROLE_ARN, efa_network, register_image
 
 pytestmark = pytest.mark.slow
 
@@ -104,18 +105,20 @@ def batch_deployment(deployment, api, moto_reset, monkeypatch) -> Iterator[dict[
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
         )  # fmt: skip
-        for name in ("batch", "iam", "s3", "logs")
+        for name in ("batch", "iam", "s3", "logs", "ec2", "ecr")
     }
     moto_batch.create_queue(clients["batch"], clients["iam"], QUEUE)
     clients["s3"].create_bucket(Bucket=BUCKET)
+    subnet, group = efa_network(clients["ec2"])  # what the base stack makes, so the first task's preflight passes
+    register_image(clients["ecr"], IMAGE)
     connections = {
         "aws_moto": {"conn_type": "aws", "login": "testing", "password": "testing",
                      "extra": {"endpoint_url": moto_reset, "region_name": MOTO_REGION}},
         "trainium_default": {"conn_type": "trainium", "extra": {
             "aws_conn_id": "aws_moto", "region_name": MOTO_REGION, "artifact_root": f"s3://{BUCKET}/trainium",
             "batch_job_queues": {"trn1.32xlarge": QUEUE}, "image": IMAGE, "ecr_repository": REPOSITORY,
-            "log_group": LOG_GROUP,
-            "job_role_arn": "arn:aws:iam::123456789012:role/trainium-job"}},
+            "log_group": LOG_GROUP, "job_role_arn": JOB_ROLE_ARN, "ecs_execution_role_arn": EXECUTION_ROLE_ARN,
+            "subnets": [subnet], "security_groups": [group]}},
     }  # fmt: skip
     for conn_id, conn in connections.items():
         resp = api.request("POST", "connections", json={"connection_id": conn_id, **conn,

@@ -49,12 +49,9 @@ JOB_ROLE_ARN = "arn:aws:iam::123456789012:role/trainium-job"
 EXECUTION_ROLE_ARN = "arn:aws:iam::123456789012:role/trainium-execution"
 
 
-def efa_network(aws_conn_id: str, region: str) -> tuple[str, str]:
+def efa_network(ec2: Any) -> tuple[str, str]:
     """A subnet and a security group that allows all traffic to and from itself (what EFA needs), as the base
     stack makes them: (subnet id, group id)."""
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-    ec2 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="ec2", region_name=region).conn
     vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.0.0/24")["Subnet"]["SubnetId"]
     group = ec2.create_security_group(GroupName="trainium-nodes", Description="trainium nodes", VpcId=vpc)["GroupId"]
@@ -64,14 +61,11 @@ def efa_network(aws_conn_id: str, region: str) -> tuple[str, str]:
     return subnet, group
 
 
-def register_image(aws_conn_id: str, region: str, image: str) -> None:
+def register_image(ecr: Any, image: str) -> None:
     """Put ``image`` (``<account>.dkr.ecr.<region>.amazonaws.com/<name>@sha256:...``) into the moto server's
     ECR under exactly that digest, as a push would: preflight then finds it."""
-    from airflow.providers.amazon.aws.hooks.ecr import EcrHook
-
     repository, _, digest = image.partition("@")
     name = repository.split("/", 1)[1]
-    ecr = EcrHook(aws_conn_id=aws_conn_id, region_name=region).conn
     with contextlib.suppress(ecr.exceptions.RepositoryAlreadyExistsException):
         ecr.create_repository(repositoryName=name)
     manifest = {

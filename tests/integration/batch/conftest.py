@@ -39,23 +39,24 @@ class BatchEnv:
 
 @pytest.fixture
 def batch_env(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch) -> BatchEnv:
+    """A Batch queue in moto and the rest of what the base stack makes (bucket, network with the EFA self rules,
+    roles, the image in ECR), with ``trainium_default`` as ``airflow trainium configure`` would write it."""
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+    from airflow.providers.amazon.aws.hooks.ecr import EcrHook
     from airflow.providers.amazon.aws.hooks.logs import AwsLogsHook
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
     from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
     from airflow_provider_trainium.hooks.trainium import TrainiumHook
 
     batch = TrainiumBatchHook(aws_conn_id=aws_conn_id, region_name=MOTO_REGION).client
     logs = AwsLogsHook(aws_conn_id=aws_conn_id, region_name=MOTO_REGION).conn
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
     iam = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="iam").conn
     moto_batch.create_queue(batch, iam, QUEUE)
     queues = {t: QUEUE for t in ("trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge")}
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
     S3Hook(aws_conn_id=aws_conn_id, region_name=MOTO_REGION).create_bucket(ARTIFACT_ROOT.split("/")[2])
-    subnet, group = efa_network(aws_conn_id, MOTO_REGION)
-    register_image(aws_conn_id, MOTO_REGION, IMAGE)
+    subnet, group = efa_network(AwsBaseHook(aws_conn_id=aws_conn_id, client_type="ec2", region_name=MOTO_REGION).conn)
+    register_image(EcrHook(aws_conn_id=aws_conn_id, region_name=MOTO_REGION).conn, IMAGE)
     set_trainium_connection(
         monkeypatch,
         aws_conn_id=aws_conn_id,

@@ -173,7 +173,7 @@ def connect_trainium(world: EcsWorld, monkeypatch: pytest.MonkeyPatch, **extra: 
     the roles the base stack creates: what `airflow trainium configure` writes for a real deployment."""
     from tests.conftest import set_trainium_connection
 
-    register_image(world.aws_conn_id, "us-east-1", IMAGE)
+    register_image(world.client("ecr"), IMAGE)
     fields: dict[str, object] = {
         "aws_conn_id": world.aws_conn_id,
         "region_name": "us-east-1",
