@@ -3,7 +3,9 @@
 Imported only where ``neuronx_distributed`` is installed (the Neuron training image). The calls follow
 the NxD Core training API: ``neuronx_distributed_config`` (with ``lnc_size`` for trn2),
 ``initialize_parallel_model``, ``initialize_parallel_optimizer``, ``save_checkpoint`` /
-``load_checkpoint(tag=...)``.
+``load_checkpoint(tag=...)``, as neuronx-distributed v2.28.0 (tag ``v2.28.0``, commit 22cadad3, the
+source of the image's 0.17.26814, Neuron SDK 2.28.0) defines them; the unit tests bind every call against
+those signatures (tests/unit/trainer/llama/nxd_signatures.py).
 
 Tensor parallelism is applied to transformers' Llama by swapping the attention and MLP projections for
 NxD's column/row-parallel linears: q/k/v and gate/up split their output features, o/down their input
@@ -304,7 +306,7 @@ def load(path: str, tag: str, model: Any, optimizer: Any, scheduler: Any) -> dic
 def save_full_model(
     model: Any,
     config: Any,
-    output_uri: str,
+    output_uri: str | None,
     write: bool,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
     gather: Callable[[torch.Tensor, int], torch.Tensor] | None = None,
@@ -312,7 +314,11 @@ def save_full_model(
 ) -> list[str]:
     """Every rank joins the tensor-parallel all-gathers, one tensor at a time; only the ``write`` rank
     copies each gathered tensor to its host and streams it into the shards. No rank holds the full state
-    dict: the writer holds at most one output shard."""
+    dict: the writer holds at most one output shard. ``write=False`` on every rank (the compile trial) runs
+    the same gathers and writes nothing.
+
+    ``model`` is NxD's ``NxDModel``; without pipeline parallelism its ``state_dict()`` is the wrapped
+    module's, names unprefixed (neuronx-distributed v2.28.0, ``trainer/model.py``)."""
     from neuronx_distributed.parallel_layers import parallel_state
 
     tp = parallel_state.get_tensor_model_parallel_size()
@@ -322,12 +328,13 @@ def save_full_model(
         groups = parallel_state.get_tensor_model_parallel_group(as_list=True)
         gather = gather or (lambda t, dim: xm.all_gather(t, dim=dim, groups=groups))
         sync = sync or xm.mark_step
-    inner = model.local_module() if hasattr(model, "local_module") else model
-    state = inner.state_dict()
+    state = model.state_dict()
     part_of = part_for(tp, 0)
     names = saved_names(state, config)
     sizes = [(n, tensor_bytes(state[n]) * (tp if part_of(n) else 1)) for n in names]
-    writer = ShardWriter(output_uri, sizes, max_shard_bytes) if write else None
+    if write and not output_uri:
+        raise ValueError("the writing rank needs an output URI")
+    writer = ShardWriter(output_uri, sizes, max_shard_bytes) if write and output_uri else None
     for name in names:
         value = state[name]
         part = part_of(name)
@@ -336,7 +343,7 @@ def save_full_model(
             sync()  # every rank runs the collective; only the writer reads the result back
         if writer is not None:
             writer.add(name, value)
-    if writer is None:
+    if writer is None or output_uri is None:
         return []
     files = writer.finish()
     write_config(config, output_uri)

@@ -362,7 +362,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                         torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
                 optimizer.step()
                 scheduler.step()
-                optimizer.zero_grad()  # grads set to None: on XLA, zeroing them in place costs host time per step
+                # torch's optimizer sets grads to None (zeroing them in place costs host time per step on XLA);
+                # NxD's wrapper defaults to set_to_none=False and zeroes in place, as its own examples run it
+                optimizer.zero_grad()
                 step += 1
                 window_tokens += tokens_per_step
                 if step % args.log_every == 0 or step == args.max_steps or checkpoint_due(step):
@@ -419,11 +421,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if base is not None and dist.is_main and not args.compile_only:
         summary["base_model"] = base.fingerprint()  # lineage: flat, so the registry manifest keeps it
     log.info("summary %s", json.dumps(summary, sort_keys=True))
-    if args.output_uri and not args.compile_only:
-        if use_nxd:  # every rank joins the gathers; rank 0 writes
-            neuron.save_full_model(model, config, args.output_uri, dist.is_main, args.max_shard_bytes)
-        elif dist.is_main:
-            save_model(runtime.to_cpu(model.state_dict()), config, args.output_uri, args.max_shard_bytes)
+    export_model(args, runtime, dist, model, config, use_nxd)
     if dist.is_main and args.output_uri:
         if not args.compile_only:
             write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
@@ -434,6 +432,22 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     dist.barrier()
     dist.close()
     return summary
+
+
+def export_model(
+    args: argparse.Namespace, runtime: Runtime, dist: Distributed, model: Any, config: Any, use_nxd: bool
+) -> None:
+    """The Hugging Face output. On neuronx-distributed every rank joins the tensor-parallel gathers and
+    rank 0 writes; those gathers are XLA graphs (one per sharded shape), so the compile trial runs them too,
+    writing nothing: under ``neuron_parallel_compile`` that puts their NEFFs in the cache and the real run's
+    export compiles nothing. Without NxD the export only copies device tensors to the host (no graph), so
+    the trial skips it."""
+    if use_nxd:
+        if args.output_uri or args.compile_only:
+            write = dist.is_main and not args.compile_only
+            neuron.save_full_model(model, config, args.output_uri, write, args.max_shard_bytes)
+    elif args.output_uri and not args.compile_only and dist.is_main:
+        save_model(runtime.to_cpu(model.state_dict()), config, args.output_uri, args.max_shard_bytes)
 
 
 def checkpoint(

@@ -1,10 +1,10 @@
 """The signatures of the neuronx-distributed APIs the trainer calls, transcribed (parameters, order and
 defaults; bodies left out) from the neuronx-distributed source, so stand-ins can refuse a wrong call.
 
-Source: github.com/aws-neuron/neuronx-distributed at commit fbac349b61a3adbb123c2983835af692840ff62f
-("Release 2.29", ``__version__ = "0.18.0"``), the newest source published there. The image pins
-neuronx-distributed 0.19.28492 (Neuron 2.31, docker/requirements.txt), whose source is not on GitHub:
-these signatures are assumed unchanged from 0.18 (see docs/fidelity.md).
+Source: github.com/aws-neuron/neuronx-distributed at tag ``v2.28.0``, commit
+22cadad34418fb8b5939bd8cdfc7a376eede9981 (``__version__ = "0.17.0"``), the source of the image's
+neuronx-distributed 0.17.26814+4b18de63 (Neuron SDK 2.28.0, the deep-learning-containers' 2.28.0
+``NEURONX_DISTRIBUTED_VERSION``). Every signature here reads the same at commit fbac349b ("Release 2.29").
 """
 
 # ruff: noqa: ARG001, FBT001, FBT002, PLR0913  (transcribed signatures, not code)

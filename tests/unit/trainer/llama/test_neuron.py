@@ -55,6 +55,27 @@ FakeColumn = _parallel_linear(real.column_parallel_linear, 0)
 FakeRow = _parallel_linear(real.row_parallel_linear, 1)
 
 
+class StandInNxDModel:
+    """What ``initialize_parallel_model`` returns, as neuronx-distributed v2.28.0's ``NxDModel``
+    (trainer/model.py) behaves without pipeline parallelism: ``state_dict()`` and every attribute it does
+    not define itself are the wrapped module's; it has ``local_modules()`` (plural), no ``local_module``."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def local_modules(self):
+        return [self.module]
+
+    def original_module(self):
+        return self.module
+
+    def state_dict(self, *args, **kwargs):
+        return self.module.state_dict(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+
 @pytest.fixture
 def nxd(monkeypatch):
     calls: dict[str, list[dict]] = {}
@@ -69,7 +90,9 @@ def nxd(monkeypatch):
 
     root = types.ModuleType("neuronx_distributed")
     root.neuronx_distributed_config = standin("config", real.neuronx_distributed_config, {"nxd": "config"})
-    root.initialize_parallel_model = standin("model", real.initialize_parallel_model, lambda a: a["model_fn"]())
+    root.initialize_parallel_model = standin(
+        "model", real.initialize_parallel_model, lambda a: StandInNxDModel(a["model_fn"]())
+    )
     root.initialize_parallel_optimizer = standin(
         "optimizer",
         real.initialize_parallel_optimizer,
@@ -175,6 +198,7 @@ def test_each_rank_allocates_and_reads_only_its_shards_of_the_base_weights(nxd, 
     assert unique_param_bytes(new_model(config, 0)) == neuron.model_bytes(config, 1)
 
     attn, mlp = model.model.layers[1].self_attn, model.model.layers[1].mlp
+    assert isinstance(model, StandInNxDModel)
     assert isinstance(attn.q_proj, FakeColumn) and isinstance(attn.o_proj, FakeRow)
     assert attn.q_proj.arguments["device"] == torch.device("meta") and attn.q_proj.weight.tensor_model_parallel
     torch.testing.assert_close(attn.q_proj.weight.data, full["model.layers.1.self_attn.q_proj.weight"].chunk(TP, 0)[1])
@@ -221,7 +245,7 @@ def test_output_is_gathered_tensor_by_tensor_and_written_by_one_rank(nxd, hf_bas
         gathered.append(name)
         return torch.cat([shards[0][name], shards[1][name]], dim=dim)
 
-    model = types.SimpleNamespace(local_module=lambda: types.SimpleNamespace(state_dict=lambda: shards[1]))
+    model = StandInNxDModel(types.SimpleNamespace(state_dict=lambda: shards[1]))
     out = tmp_path / "out"
     assert neuron.save_full_model(model, config, out.as_uri(), write=False, gather=gather,
                                   sync=lambda: synced.append(1)) == []  # fmt: skip
@@ -232,6 +256,50 @@ def test_output_is_gathered_tensor_by_tensor_and_written_by_one_rank(nxd, hf_bas
     loaded = AutoModelForCausalLM.from_pretrained(out).state_dict()
     for name, tensor in full.items():
         torch.testing.assert_close(loaded[name], tensor, rtol=0, atol=0)
+
+
+def test_the_compile_trials_gathers_are_every_graph_the_writing_export_runs(nxd, hf_base, tmp_path):
+    """On XLA-CPU, with an XLA concatenation standing in for the all-gather over the 2 TP ranks: the
+    trial's pass (``write=False`` on every rank) compiles the gathers' graphs and writes nothing; the
+    writing export after it compiles no graph of its own (its host copies are transfers)."""
+    import torch_xla
+    import torch_xla.debug.metrics as met
+    from transformers import AutoModelForCausalLM
+
+    folder, full = hf_base
+    checkpoint = HFCheckpoint(folder.as_uri())
+    config = build_config("tiny", 400, checkpoint)
+    device = torch_xla.device()
+    shards = {}
+    for rank in (0, 1):
+        ParallelState.tp_rank = rank
+        shards[rank] = {n: t.to(device) for n, t in neuron.build_sharded(config, 0, checkpoint).state_dict().items()}
+    torch_xla.sync()
+    name_of = {id(t): n for n, t in shards[1].items()}
+
+    def gather(tensor, dim):
+        name = name_of[id(tensor)]
+        return torch.cat([shards[0][name], shards[1][name]], dim=dim)
+
+    def compiled() -> int:
+        data = met.metric_data("CompileTime")
+        return data[0] if data else 0
+
+    model = StandInNxDModel(types.SimpleNamespace(state_dict=lambda: shards[1]))
+    out = tmp_path / "out"
+    start = compiled()
+    assert neuron.save_full_model(model, config, None, write=False, gather=gather, sync=torch_xla.sync) == []
+    trial = compiled() - start
+    assert trial > 0 and not out.exists()
+    files = neuron.save_full_model(model, config, out.as_uri(), write=True, max_shard_bytes=100_000,
+                                   gather=gather, sync=torch_xla.sync)  # fmt: skip
+    assert compiled() - start == trial, "the writing export compiled a graph the trial did not"
+    assert len(files) > 2
+    loaded = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    for name, tensor in full.items():
+        torch.testing.assert_close(loaded[name], tensor, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="needs an output URI"):
+        neuron.save_full_model(model, config, None, write=True, gather=gather, sync=torch_xla.sync)
 
 
 def test_host_memory_rule_refuses_layouts_that_do_not_fit_and_the_docs_table_follows_it():
