@@ -3,12 +3,6 @@
 
 from __future__ import annotations
 
-from airflow_provider_trainium.compute.base import (
-    ComputeBackend,
-    JobFailedError,
-    JobHandle,
-    JobState,
-    JobStatus,
-)
+from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
 
-__all__ = ["ComputeBackend", "JobFailedError", "JobHandle", "JobState", "JobStatus"]
+__all__ = ["ComputeBackend", "JobHandle", "JobState", "JobStatus"]

@@ -83,15 +83,6 @@ class JobInputError(ValueError):
     """
 
 
-class JobFailedError(RuntimeError):
-    """The job ran and failed. ``retryable`` is False when a rerun would fail the same way (bad input)."""
-
-    def __init__(self, message: str, status: JobStatus, retryable: bool = True):
-        super().__init__(message)
-        self.status = status
-        self.retryable = retryable
-
-
 class ComputeBackend(ABC):
     name: str
     #: Whether the job is waited on by a trigger in the triggerer (else the worker waits with ``wait``).

@@ -15,16 +15,12 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_trainium.neuron.budget import check_budget
 from airflow_provider_trainium.neuron.pricing import Price, load_prices, price_of, prices_for
 
 if TYPE_CHECKING:
-    from datetime import timedelta
-
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle
     from airflow_provider_trainium.neuron.spec import JobSpec
 
-XCOM_KEY = "trainium_cost"
 COST_PER_HOUR_ENV = "TRAINIUM_COST_PER_HOUR_USD"
 COST_IS_ESTIMATE_ENV = "TRAINIUM_COST_IS_ESTIMATE"
 #: (start, stop) in unix seconds; stop is None while it runs.
@@ -157,20 +153,3 @@ def cost_environment(spec: JobSpec, backend_name: str, prices: Mapping[str, Pric
         COST_PER_HOUR_ENV: f"{rate:.6g}",
         COST_IS_ESTIMATE_ENV: "1" if backend_name == "local" else "0",
     }
-
-
-def before_submit(
-    spec: JobSpec,
-    backend_name: str,
-    *,
-    execution_timeout: timedelta | float | None = None,
-    max_cost_usd: float | None = None,
-    allow_over_budget_estimate: bool = False,
-    prices: Mapping[str, Price] | None = None,
-) -> dict[str, str]:
-    """The one call before submit: the budget guard (raises ``OverBudgetError``), then the cost variables.
-
-    Local runs are guarded too, against the estimate for their layout: a DAG refused on AWS is refused here.
-    """
-    check_budget(spec.nodes, spec.instance_type, execution_timeout, max_cost_usd, allow_over_budget_estimate, prices)
-    return cost_environment(spec, backend_name, prices)

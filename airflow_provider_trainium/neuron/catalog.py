@@ -1,7 +1,8 @@
 """Trainium instance types: what each one offers to a training job.
 
 Figures come from the AWS Neuron documentation and the EC2 instance pages. Prices live in one table,
-:mod:`airflow_provider_trainium.neuron.pricing`, with their dates and sources and the user's overrides.
+:mod:`airflow_provider_trainium.neuron.pricing` (``price_of``), with their dates and sources and the user's
+overrides; pricing reads this catalog, never the other way round.
 """
 
 from __future__ import annotations
@@ -36,13 +37,6 @@ class InstanceType:
         return self.efa_interfaces > 0
 
     @property
-    def on_demand_usd_per_hour(self) -> float:
-        """The built-in list price (see :mod:`~airflow_provider_trainium.neuron.pricing` for overrides)."""
-        from airflow_provider_trainium.neuron.pricing import PRICES
-
-        return PRICES[self.name].usd_per_hour
-
-    @property
     def peak_bf16_tflops(self) -> float:
         """Dense BF16 peak of the whole instance, the denominator of MFU."""
         return self.chips * self.chip_bf16_tflops
@@ -65,10 +59,3 @@ def get_instance_type(name: str) -> InstanceType:
     except KeyError:
         allowed = ", ".join(sorted(CATALOG))
         raise ValueError(f"instance_type {name!r} is not a Trainium instance type; allowed: {allowed}") from None
-
-
-def hourly_price(name: str, nodes: int = 1, prices: dict[str, float] | None = None) -> float:
-    """On-demand cost of ``nodes`` instances for one hour, in USD (``prices``: USD per hour by type)."""
-    if prices is not None:
-        return prices[name] * nodes
-    return CATALOG[name].on_demand_usd_per_hour * nodes

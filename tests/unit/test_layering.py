@@ -89,7 +89,7 @@ def test_compute_does_not_import_triggers():
 
 
 def test_compute_raises_no_airflow_exceptions():
-    """Backends raise their own errors (``JobInputError``, ``JobFailedError``); the operator maps them."""
+    """Backends raise their own errors (``JobInputError``); the operator maps them."""
     assert airflow_exceptions(f"{PROVIDER}/compute") == []
 
 

@@ -10,13 +10,12 @@ from airflow_provider_trainium.compute.cost import (
     COST_IS_ESTIMATE_ENV,
     COST_PER_HOUR_ENV,
     batch_intervals,
-    before_submit,
     cost_environment,
     cost_record,
     ecs_intervals,
     local_cost,
 )
-from airflow_provider_trainium.neuron.budget import OverBudgetError
+from airflow_provider_trainium.neuron.budget import OverBudgetError, check_budget
 from airflow_provider_trainium.neuron.pricing import PRICES, Price, parse_prices
 from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -89,9 +88,15 @@ def test_job_environment_carries_the_whole_jobs_rate():
     assert cost_environment(spec, "local", prices) == {COST_PER_HOUR_ENV: "52.92", COST_IS_ESTIMATE_ENV: "1"}
 
 
-def test_before_submit_guards_the_budget_then_gives_the_env():
+def test_the_budget_guard_prices_the_job_at_the_rate_its_env_carries():
+    """The operator's two calls before submit agree: ``check_budget`` and ``cost_environment`` price the same job.
+
+    Local runs are guarded too, against the estimate for their layout: a DAG refused on AWS is refused here.
+    """
     spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=2)
-    env = before_submit(spec, "local", execution_timeout=3600, max_cost_usd=2 * PRICES["trn1.32xlarge"].usd_per_hour)
-    assert env[COST_IS_ESTIMATE_ENV] == "1"
+    prices = {**PRICES, **parse_prices({"trn1.32xlarge": 13.23}, "test")}
+    env = cost_environment(spec, "local", prices)
+    check = check_budget(spec.nodes, spec.instance_type, 3600, 2 * 13.23, prices=prices)
+    assert check.within and f"{check.hourly_usd:.6g}" == env[COST_PER_HOUR_ENV] and env[COST_IS_ESTIMATE_ENV] == "1"
     with pytest.raises(OverBudgetError, match="exceeds max_cost_usd"):
-        before_submit(spec, "local", execution_timeout=3601, max_cost_usd=2 * PRICES["trn1.32xlarge"].usd_per_hour)
+        check_budget(spec.nodes, spec.instance_type, 3601, 2 * 13.23, prices=prices)

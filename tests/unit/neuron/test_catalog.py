@@ -1,6 +1,6 @@
 import pytest
 
-from airflow_provider_trainium.neuron.catalog import CATALOG, get_instance_type, hourly_price
+from airflow_provider_trainium.neuron.catalog import get_instance_type
 
 
 @pytest.mark.parametrize(
@@ -27,8 +27,3 @@ def test_peak_flops_is_per_instance():
 def test_unknown_instance_type_names_the_allowed_ones():
     with pytest.raises(ValueError, match=r"p4d.24xlarge.*allowed: trn1.2xlarge, trn1.32xlarge"):
         get_instance_type("p4d.24xlarge")
-
-
-def test_prices_can_be_overridden():
-    assert hourly_price("trn1.32xlarge", nodes=4) == pytest.approx(4 * CATALOG["trn1.32xlarge"].on_demand_usd_per_hour)
-    assert hourly_price("trn1.32xlarge", nodes=2, prices={"trn1.32xlarge": 10.0}) == 20.0

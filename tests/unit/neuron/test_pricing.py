@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.neuron.catalog import CATALOG, hourly_price
+from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.pricing import (
     PRICES,
     PRICES_FILE_ENV,
@@ -24,11 +24,13 @@ def test_every_catalog_type_has_one_dated_sourced_price():
     for name, price in PRICES.items():
         assert price.usd_per_hour > 0 and price.source and price.region
         assert len(price.as_of) == 10 and price.as_of[4] == "-"
-        assert CATALOG[name].on_demand_usd_per_hour == price.usd_per_hour  # the catalog reads this table
+        assert price_of(name) is price  # the one table, unless the caller gives its own
 
 
-def test_catalog_hourly_price_uses_the_table():
-    assert hourly_price("trn1.32xlarge", nodes=4) == pytest.approx(4 * PRICES["trn1.32xlarge"].usd_per_hour)
+def test_price_of_reads_the_table_it_is_given():
+    prices = {**PRICES, **parse_prices({"trn1.32xlarge": 10.0}, "test")}
+    assert price_of("trn1.32xlarge", prices).usd_per_hour == 10.0
+    assert price_of("trn1.2xlarge", prices) is PRICES["trn1.2xlarge"]
 
 
 def test_bare_numbers_take_the_top_level_date():
