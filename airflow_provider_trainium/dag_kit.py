@@ -315,7 +315,7 @@ def image_branch_task(*, build_task_id: str, skip_to: str, task_id: str = "image
 
     @task.branch(task_id=task_id)
     def image_needed(params: dict | None = None) -> str:
-        from airflow_provider_trainium.compute.factory import resolve_compute
+        from airflow_provider_trainium.compute.backends import resolve_compute
 
         params = params or {}
         compute = resolve_compute(params["compute"], trainium_config(), int(params["nodes"]))

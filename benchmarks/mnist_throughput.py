@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.local import LocalBackend
+from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 

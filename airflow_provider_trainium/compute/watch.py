@@ -13,8 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from airflow_provider_trainium.compute.base import JobHandle, JobStatus, LogSink
-from airflow_provider_trainium.compute.events import JobEvent
+from airflow_provider_trainium.compute.base import JobEvent, JobHandle, JobStatus, LogSink
 
 
 class JobWatch(Protocol):

@@ -22,7 +22,7 @@ from airflow.sdk import Context
 
 from airflow_provider_trainium import artifacts
 from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, ComputeBackend, JobHandle
-from airflow_provider_trainium.compute.local import local_compiler_version
+from airflow_provider_trainium.compute.local.backend import local_compiler_version
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.compile_key import cache_key, key_inputs, key_record_uri
 from airflow_provider_trainium.neuron.spec import JobSpec

@@ -421,7 +421,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             store.set(self.external_id_key, handle.to_dict())
         trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds(), self.budget_limit(prepared))
         if hasattr(trigger, "log_cursor_uri") and prepared.spec.output_uri:
-            from airflow_provider_trainium.compute.log_cursor import cursor_uri
+            from airflow_provider_trainium.compute.cloudwatch import cursor_uri
 
             # a restarted triggerer resumes each log stream where this trigger stopped
             trigger.log_cursor_uri = cursor_uri(prepared.spec.output_uri, handle.job_id)

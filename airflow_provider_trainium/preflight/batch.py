@@ -42,7 +42,7 @@ def check_batch_queue(config: TrainiumConfig, layout: Layout) -> CheckResult:
 
 def environment_problems(environment: dict[str, Any], layout: Layout) -> tuple[list[str], list[str]]:
     """(errors, warnings) of one compute environment for ``layout``."""
-    from airflow_provider_trainium.compute.batch import SPOT_TYPES
+    from airflow_provider_trainium.compute.batch.backend import SPOT_TYPES
     from airflow_provider_trainium.neuron.catalog import CATALOG
     from airflow_provider_trainium.neuron.releases import family
 

@@ -1,7 +1,7 @@
 """Wait on an AWS Batch job in the triggerer: a thin shell over :class:`BatchJobWatch`.
 
 The loop (shared DescribeJobs poll, every node's log, deadline and budget stops) lives in
-:mod:`airflow_provider_trainium.compute.batch_watch`; the worker-side wait runs the same loop. A user
+:mod:`airflow_provider_trainium.compute.batch.watch`; the worker-side wait runs the same loop. A user
 killing the task terminates the job (``on_kill``); a triggerer restart does not (``cleanup`` leaves it).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_trainium.compute.batch_status import DEFAULT_LOG_GROUP
-from airflow_provider_trainium.compute.batch_watch import BatchJobWatch
+from airflow_provider_trainium.compute.batch.status import DEFAULT_LOG_GROUP
+from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
 from airflow_provider_trainium.triggers.base import JobWatchTrigger
 
 

@@ -1,7 +1,7 @@
 """Wait on an ECS training task in the triggerer: a thin shell over :class:`EcsTaskWatch`.
 
 The loop (task status, its log, deadline, placement timeout and budget stops) lives in
-:mod:`airflow_provider_trainium.compute.ecs_watch`; the worker-side wait runs the same loop. ``on_kill``
+:mod:`airflow_provider_trainium.compute.ecs.watch`; the worker-side wait runs the same loop. ``on_kill``
 stops the task when a user kills the deferred task; ``cleanup`` does not (it also runs on triggerer restart).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
+from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.triggers.base import JobWatchTrigger
 
 

@@ -125,18 +125,9 @@ def _loop(graph: dict[str, set[str]], group: set[str]) -> list[str]:
     raise AssertionError(f"no loop in {group}")  # pragma: no cover - a group of two or more always has one
 
 
-#: Loops known and not yet broken, each as :func:`cycles` prints it. Remove an entry once it is broken; the test
-#: fails on a new loop and on an entry that no longer loops.
-#: - ``JobStatus.from_event`` (base) imports ``JobEvent`` lazily while events imports ``JobStatus``: breaking it
-#:   means the operator calling ``JobEvent.from_dict(event).status()`` and ``from_event`` going.
-KNOWN_LOOPS = [
-    [f"{PROVIDER}.compute.base", f"{PROVIDER}.compute.events", f"{PROVIDER}.compute.base"],
-]
-
-
-def test_the_provider_has_no_import_loop_but_the_known_ones():
+def test_the_provider_has_no_import_loop():
     found = cycles(import_graph())
-    assert found == KNOWN_LOOPS, "import loops:\n" + "\n".join(" -> ".join(loop) for loop in found)
+    assert found == [], "import loops:\n" + "\n".join(" -> ".join(loop) for loop in found)
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

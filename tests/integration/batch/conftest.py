@@ -30,7 +30,7 @@ class BatchEnv:
     log_group: str = LOG_GROUP
 
     def backend(self, **options: Any) -> Any:
-        from airflow_provider_trainium.compute.batch import BatchBackend
+        from airflow_provider_trainium.compute.batch.backend import BatchBackend
 
         options.setdefault("poll_interval", 0.2)
         options.setdefault("log_interval", 0.0)

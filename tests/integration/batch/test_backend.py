@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.poller import BatchJobPoller
+from airflow_provider_trainium.compute.batch.poller import BatchJobPoller
 from airflow_provider_trainium.compute.watch import first_event as compute_first_event
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.batch import moto_batch

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from airflow_provider_trainium.compute.poller import BatchJobPoller
+from airflow_provider_trainium.compute.batch.poller import BatchJobPoller
 from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import IMAGE, CallCounter

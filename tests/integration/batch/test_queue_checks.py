@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.compute.batch import BatchInputError
+from airflow_provider_trainium.compute.batch.backend import BatchInputError
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.batch.conftest import IMAGE, CallCounter
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_provider_trainium.compute.cost import job_cost
-from airflow_provider_trainium.compute.ecs import EcsBackend
+from airflow_provider_trainium.compute.ecs.backend import EcsBackend
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.pricing import PRICES, parse_prices
 from airflow_provider_trainium.neuron.spec import JobSpec

@@ -33,7 +33,7 @@ def test_batch_reuses_the_job_of_the_same_spec_and_reruns_a_changed_one(batch_en
 
 
 def test_ecs_reuses_the_task_of_the_same_spec_and_reruns_a_changed_one(ecs_world, task_progress):
-    from airflow_provider_trainium.compute.ecs import EcsBackend
+    from airflow_provider_trainium.compute.ecs.backend import EcsBackend
 
     task_progress({"progression": "manual", "times": 10_000})
     ecs_world.add_instance("trn1.2xlarge")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.ecs import EcsBackend, EcsInputError, EcsPlacementError
+from airflow_provider_trainium.compute.ecs.backend import EcsBackend, EcsInputError, EcsPlacementError
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.neuron.spec import JobSpec

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.ecs import EcsBackend
+from airflow_provider_trainium.compute.ecs.backend import EcsBackend
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.conftest import calls

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.ecs import EcsBackend
-from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
+from airflow_provider_trainium.compute.ecs.backend import EcsBackend
+from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.compute.watch import first_event as watch_event
 from airflow_provider_trainium.neuron.spec import JobSpec

@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.compute import batch_definitions, ecs_definitions
+from airflow_provider_trainium.compute.batch import definitions as batch_definitions
+from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
 from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL
 from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
 from airflow_provider_trainium.image.container_registry import OciRegistry

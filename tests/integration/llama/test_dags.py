@@ -203,7 +203,7 @@ def test_backfill_of_three_days_registers_three_versions_and_a_rerun_none(pretra
     subprocess.run([AIRFLOW, "dags", "delete", "trainium_llama_finetune", "--yes"], capture_output=True, timeout=300)
     # Local compute remembers finished jobs by name (dag, task, run id): backfill run ids repeat across
     # sessions, so forget this DAG's jobs from earlier sessions (they wrote to another artifact root).
-    from airflow_provider_trainium.compute.factory import local_state_dir
+    from airflow_provider_trainium.compute.local.backend import local_state_dir
 
     for stale in local_state_dir().glob("trainium_llama_finetune-*.json"):
         stale.unlink()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.local import LocalBackend
+from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 from trainer.llama.data import prepare
 

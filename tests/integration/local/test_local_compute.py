@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.compute.base import JobHandle, JobState
-from airflow_provider_trainium.compute.local import LocalBackend
+from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 
@@ -133,7 +133,7 @@ def test_a_succeeded_job_is_remembered_with_the_spec_it_ran(backend, tmp_path):
 
 SUBMIT_AND_HANG = """
 import json, sys, time
-from airflow_provider_trainium.compute.local import LocalBackend
+from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 spec = JobSpec.from_dict(json.loads(sys.argv[2]))
 handle = LocalBackend(sys.argv[1]).submit(spec, "job-1", {})

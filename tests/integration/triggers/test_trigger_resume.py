@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.compute.log_cursor import LogCursor, cursor_uri
-from airflow_provider_trainium.compute.logs import NodeLogs
+from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs, cursor_uri
 from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from tests.conftest import MOTO_REGION

@@ -73,7 +73,7 @@ def test_checks_run_before_any_call():
 
 
 def test_local_jobs_get_aws_credentials_only_when_they_may_reach_s3():
-    from airflow_provider_trainium.compute.local import LocalBackend
+    from airflow_provider_trainium.compute.local.backend import LocalBackend
 
     def conn(**extra) -> str | None:
         config = TrainiumConfig(configured=True, aws_conn_id="aws_team", **extra)

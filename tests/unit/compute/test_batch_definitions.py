@@ -2,7 +2,7 @@
 
 import pytest
 
-from airflow_provider_trainium.compute import batch_definitions as defs
+from airflow_provider_trainium.compute.batch import definitions as defs
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 SETTINGS = defs.BatchSettings(region_name="us-east-1", log_group="/trainium/jobs", job_role_arn="arn:role/job")

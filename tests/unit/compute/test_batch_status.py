@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.batch_status import batch_state, exit_code, log_stream, started_at
-from airflow_provider_trainium.compute.batch_watch import BatchJobWatch
+from airflow_provider_trainium.compute.batch.status import batch_state, exit_code, log_stream, started_at
+from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
 
 
 def test_a_job_terminated_by_airflow_reads_as_cancelled_and_a_budget_stop_as_failed():

@@ -6,8 +6,8 @@ import botocore.session
 import pytest
 from botocore.validate import validate_parameters
 
-from airflow_provider_trainium.compute.ecs import EcsBackend, EcsInputError
-from airflow_provider_trainium.compute.ecs_definitions import (
+from airflow_provider_trainium.compute.ecs.backend import EcsBackend, EcsInputError
+from airflow_provider_trainium.compute.ecs.definitions import (
     EcsTaskSettings,
     container_overrides,
     log_stream_name,

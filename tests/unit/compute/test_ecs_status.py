@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_trainium.compute.base import JobState
-from airflow_provider_trainium.compute.ecs_status import task_status
+from airflow_provider_trainium.compute.ecs.status import task_status
 
 ARN = "arn:aws:ecs:us-east-1:123456789012:task/trainium/0f1e2d3c4b5a"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium-training:2.31"

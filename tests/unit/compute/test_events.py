@@ -6,10 +6,9 @@ import inspect
 
 import pytest
 
-from airflow_provider_trainium.compute.base import JobState, JobStatus
-from airflow_provider_trainium.compute.batch_watch import BatchJobWatch
-from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
-from airflow_provider_trainium.compute.events import JobEvent
+from airflow_provider_trainium.compute.base import JobEvent, JobState, JobStatus
+from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
+from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.compute.watch import watch_kwargs
 from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_trainium.compute import batch_definitions as batch
-from airflow_provider_trainium.compute import ecs_definitions as ecs
+from airflow_provider_trainium.compute.batch import definitions as batch
+from airflow_provider_trainium.compute.ecs import definitions as ecs
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.container import container_shape
 from airflow_provider_trainium.neuron.launch import job_environment

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_trainium.compute import batch_definitions, ecs_definitions
+from airflow_provider_trainium.compute.batch import definitions as batch_definitions
+from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
 from airflow_provider_trainium.neuron.container_contract import (
     IMAGE_ENTRYPOINT,
     container_argv,

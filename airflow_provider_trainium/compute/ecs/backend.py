@@ -22,7 +22,7 @@ from airflow_provider_trainium.compute.base import (
     JobState,
     JobStatus,
 )
-from airflow_provider_trainium.compute.ecs_definitions import (
+from airflow_provider_trainium.compute.ecs.definitions import (
     MAX_OVERRIDES_CHARS,
     EcsTaskSettings,
     container_overrides,
@@ -30,8 +30,8 @@ from airflow_provider_trainium.compute.ecs_definitions import (
     overrides_size,
     task_definition,
 )
-from airflow_provider_trainium.compute.ecs_status import STOPPED, task_id, task_status
-from airflow_provider_trainium.compute.ecs_watch import EcsTaskWatch
+from airflow_provider_trainium.compute.ecs.status import STOPPED, task_id, task_status
+from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig

@@ -11,7 +11,6 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_trainium.compute import batch_definitions as defs
 from airflow_provider_trainium.compute.base import (
     SPEC_HASH_TAG,
     ComputeBackend,
@@ -20,8 +19,9 @@ from airflow_provider_trainium.compute.base import (
     JobState,
     JobStatus,
 )
-from airflow_provider_trainium.compute.batch_status import CANCEL_PREFIX, batch_state, exit_code
-from airflow_provider_trainium.compute.batch_watch import BatchJobWatch
+from airflow_provider_trainium.compute.batch import definitions as defs
+from airflow_provider_trainium.compute.batch.status import CANCEL_PREFIX, batch_state, exit_code
+from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig

@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_trainium.compute.base import JobState, LogSink
-from airflow_provider_trainium.compute.batch_status import (
+from airflow_provider_trainium.compute.base import JobEvent, JobState, LogSink
+from airflow_provider_trainium.compute.batch.poller import BatchJobPoller
+from airflow_provider_trainium.compute.batch.status import (
     CANCEL_PREFIX,
     DEFAULT_LOG_GROUP,
     batch_state,
@@ -25,10 +26,7 @@ from airflow_provider_trainium.compute.batch_status import (
     started_at,
 )
 from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
-from airflow_provider_trainium.compute.events import JobEvent
-from airflow_provider_trainium.compute.log_cursor import LogCursor
-from airflow_provider_trainium.compute.logs import NodeLogs
-from airflow_provider_trainium.compute.poller import BatchJobPoller
+from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs
 
 MAX_LOG_DELAY = 300.0
 

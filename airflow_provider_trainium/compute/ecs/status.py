@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_trainium.compute.base import JobState, JobStatus
-from airflow_provider_trainium.compute.ecs_definitions import CONTAINER_NAME
+from airflow_provider_trainium.compute.ecs.definitions import CONTAINER_NAME
 
 NOT_STARTED = frozenset({"PROVISIONING", "PENDING", "ACTIVATING"})
 #: Statuses on the way down (DEACTIVATING, STOPPING, DEPROVISIONING) still count as running.

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_trainium.compute.batch_status import is_throttling
+from airflow_provider_trainium.compute.batch.status import is_throttling
 
 DESCRIBE_JOBS_MAX = 100
 

@@ -14,12 +14,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_trainium.compute.base import JobState, JobStatus, LogSink
+from airflow_provider_trainium.compute.base import JobEvent, JobState, JobStatus, LogSink
 from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
-from airflow_provider_trainium.compute.ecs_status import NOT_STARTED, STOPPED, task_status
-from airflow_provider_trainium.compute.events import JobEvent
-from airflow_provider_trainium.compute.log_cursor import LogCursor
-from airflow_provider_trainium.compute.logs import NodeLogs
+from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs
+from airflow_provider_trainium.compute.ecs.status import NOT_STARTED, STOPPED, task_status
 
 STOP_CALL_TIMEOUT = 30.0
 

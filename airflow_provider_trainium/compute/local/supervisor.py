@@ -1,6 +1,6 @@
 """Runs one node of a local job and records how it ended, so any later worker can judge the job.
 
-    python local_supervisor.py <exit record> -- <argv...>
+    python supervisor.py <exit record> -- <argv...>
 
 The supervisor leads the node's process group, runs ``argv`` (the container argv) as its child, and when
 the child ends writes ``{"exit_code": N}`` to the exit record (atomically) and exits with the same code.
@@ -77,7 +77,7 @@ def write_record(path: Path, exit_code: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: local_supervisor.py <exit record> -- <argv...>", file=sys.stderr)
+        print("usage: supervisor.py <exit record> -- <argv...>", file=sys.stderr)
         return 2
     record, command = Path(argv[0]), argv[2:]
     become_subreaper()

@@ -10,7 +10,7 @@ the node's log file and torchrun's per-rank files, and a failing rank's last lin
 failure. ``all_ranks=True`` (or ``TRAINIUM_TASK_LOG_ALL_RANKS=1``) forwards every rank. The whole process
 tree is killed on timeout, on task kill, or as soon as one node fails.
 
-A job outlives the worker that started it: each node runs under ``local_supervisor.py``, which leads the
+A job outlives the worker that started it: each node runs under ``supervisor.py``, which leads the
 node's process group, writes its output to a file and records its exit code. A job is alive while a
 node's process group is and is judged by those records, so the next try of a killed worker finds the job,
 attaches to it or takes its result, and never trains it twice.
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 #: Exit code the trainer uses for bad input (see trainer.common.errors): retrying cannot help.
 EXIT_BAD_INPUT = 65
 TAIL_LINES = 40
-SUPERVISOR = Path(__file__).with_name("local_supervisor.py")
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
 #: Variables of the worker's environment a local trainer keeps; everything else is left behind.
 INHERITED_NAMES = frozenset(
     {
@@ -76,6 +76,12 @@ _POLL_SECONDS = 0.05
 _LOST = -1  # a node whose process group is gone without an exit record (killed with its supervisor)
 _RANK_PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$")
 _ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+def local_state_dir() -> Path:
+    """Where local compute keeps its job records: under ``$AIRFLOW_HOME`` so every worker of this host sees them."""
+    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
+    return Path(home) / "trainium-local"
 
 
 def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -222,8 +228,6 @@ class LocalBackend(ComputeBackend):
 
     @classmethod
     def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> LocalBackend:
-        from airflow_provider_trainium.compute.factory import local_state_dir
-
         return cls(
             local_state_dir(),
             max_processes_per_node=int(options.get("local_max_processes_per_node", 2)),

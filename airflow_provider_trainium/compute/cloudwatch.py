@@ -1,0 +1,157 @@
+"""A job's CloudWatch log streams: followed into one callback, resuming where an earlier watcher stopped.
+
+:class:`NodeLogs` reads each node's stream since the last call. :class:`LogCursor` keeps where each stream was
+read up to, where a restarted triggerer finds it. A trigger's kwargs are fixed once it is deferred, and the
+triggerer can write no XCom or Variable, so the cursor is a small JSON object next to the job's results
+(``<output_uri>/.trainium/log-cursor-<job>.json``). Per stream it holds the timestamp of the last emitted event
+and how many events with that timestamp were emitted: a restarted trigger reads from that timestamp and skips
+those, so no line is emitted twice. (CloudWatch's ``nextForwardToken`` expires and cannot be replayed
+elsewhere; a timestamp can.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import deque
+from typing import Any
+
+from airflow_provider_trainium.compute.base import LogSink
+
+TAIL_LINES = 40
+
+
+def cursor_uri(output_uri: str, job_id: str) -> str:
+    """One cursor per job: a retry that submits a new job starts its log from the top."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", job_id.rsplit("/", 1)[-1])[:120]
+    return f"{output_uri.rstrip('/')}/.trainium/log-cursor-{safe}.json"
+
+
+class LogCursor:
+    """Positions per stream: ``[timestamp of the last emitted event, events emitted at that timestamp]``."""
+
+    def __init__(self, uri: str | None, conn_id: str | None = None) -> None:
+        self.uri = uri
+        self.conn_id = conn_id
+        self.positions: dict[str, list[int]] = {}
+        self._skip: dict[str, int] = {}
+        self._resume_from: dict[str, int] = {}
+        self._dirty = False
+        self._loaded = False
+
+    def _path(self) -> Any:
+        from airflow.providers.common.compat.sdk import ObjectStoragePath
+
+        return ObjectStoragePath(self.uri, conn_id=self.conn_id if str(self.uri).startswith("s3://") else None)
+
+    def _read(self) -> dict[str, list[int]]:
+        path = self._path()
+        if not path.exists():
+            return {}
+        return {k: [int(v[0]), int(v[1])] for k, v in json.loads(path.read_text()).get("streams", {}).items()}
+
+    def _write(self, data: dict[str, list[int]]) -> None:
+        path = self._path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"streams": data}, sort_keys=True))
+
+    async def load(self) -> None:
+        """Read the stored positions once; streams read before become resumed streams."""
+        if self._loaded or not self.uri:
+            self._loaded = True
+            return
+        self.positions = await asyncio.to_thread(self._read)
+        self._skip = {stream: pos[1] for stream, pos in self.positions.items()}
+        self._resume_from = {stream: pos[0] for stream, pos in self.positions.items()}
+        self._loaded = True
+
+    async def save(self) -> None:
+        if self.uri and self._dirty:
+            await asyncio.to_thread(self._write, {k: list(v) for k, v in self.positions.items()})
+            self._dirty = False
+
+    def start_kwargs(self, stream: str) -> dict[str, Any]:
+        """GetLogEvents arguments for every read of a stream in this process (a token continues the query)."""
+        if stream not in self._resume_from:
+            return {"startFromHead": True}
+        return {"startFromHead": True, "startTime": self._resume_from[stream]}
+
+    def fresh(self, stream: str, event: dict[str, Any]) -> bool:
+        """Whether an event is new; records it as emitted if so."""
+        timestamp = int(event.get("timestamp") or 0)
+        position = self.positions.get(stream)
+        if position is not None:
+            if timestamp < position[0]:
+                return False
+            if timestamp == position[0] and self._skip.get(stream, 0) > 0:
+                self._skip[stream] -= 1
+                return False
+            if timestamp > position[0]:
+                self._skip.pop(stream, None)
+        if position is not None and timestamp == position[0]:
+            position[1] += 1
+        else:
+            self.positions[stream] = [timestamp, 1]
+        self._dirty = True
+        return True
+
+
+class NodeLogs:
+    """Reads each node's stream since the last call and hands every new line to ``on_log`` once.
+
+    :param prefix: label lines ``[node N]`` (multi-node backends); off for a job with one stream (ECS).
+    """
+
+    def __init__(self, log_group: str, on_log: LogSink, cursor: LogCursor | None = None, *, prefix: bool = True):
+        self.log_group = log_group
+        self.on_log = on_log
+        self.cursor = cursor or LogCursor(None)
+        self.prefix = prefix
+        self.streams: dict[int, str] = {}
+        self.tokens: dict[int, str] = {}
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+
+    def learn(self, node: int, stream: str | None) -> None:
+        if stream and node not in self.streams:
+            self.streams[node] = stream
+
+    async def fetch(self, client: Any) -> int:
+        """Read what each node wrote since the last call; returns the number of lines."""
+        count = 0
+        await self.cursor.load()
+        try:
+            for node, stream in sorted(self.streams.items()):
+                count += await self._read(client, node, stream)
+        finally:
+            await self.cursor.save()
+        return count
+
+    async def _read(self, client: Any, node: int, stream: str) -> int:
+        count = 0
+        while True:
+            kwargs: dict[str, Any] = {"logGroupName": self.log_group, "logStreamName": stream}
+            kwargs.update(self.cursor.start_kwargs(stream))  # from where an earlier watcher stopped
+            if node in self.tokens:
+                kwargs["nextToken"] = self.tokens[node]
+            try:
+                response = await client.get_log_events(**kwargs)
+            except Exception as err:
+                code = (getattr(err, "response", None) or {}).get("Error", {}).get("Code")
+                if code == "ResourceNotFoundException":
+                    return count  # the stream appears once the container wrote its first line
+                raise
+            for event in response.get("events", []):
+                if not self.cursor.fresh(stream, event):
+                    continue
+                message = str(event.get("message", "")).rstrip()
+                line = f"[node {node}] {message}" if self.prefix else message
+                self.tail.append(line)
+                self.on_log(line)
+                count += 1
+            token = response.get("nextForwardToken")
+            done = not response.get("events") or token == self.tokens.get(node)
+            if token:
+                self.tokens[node] = token
+            if done:
+                return count
