@@ -10,8 +10,8 @@
 * ``evaluation_gate_task``, ``promote_latest``: promote a registered model only when its evaluation passed.
 * ``image_branch_task``: builds the training image only for remote compute without an ``image`` param.
 * ``compile_then_train``: the compile step and the training step on the same layout, the cache wired through.
-* Helpers for task bodies (``trainium_config``, ``run_prefix``, ``stage_uris``, ``peak_tflops``,
-  ``read_evaluation``, ``resolve_model``), so DAG code never reaches into the provider's internals.
+* Helpers for task bodies (``trainium_config``, ``run_prefix``, ``stage_uris``, ``read_evaluation``,
+  ``resolve_model``), so DAG code never reaches into the provider's internals.
 
 Importing this module is cheap (no boto3, torch or numpy): task bodies import what they need when they run.
 """
@@ -187,13 +187,6 @@ def stage_uris(prefix: str) -> dict[str, str]:
 def planned_training_uris(task_id: str = PLAN_TASK_ID) -> dict[str, str]:
     """The training step's ``output_uri`` and ``checkpoint_uri`` from a plan laid out with ``stage_uris``."""
     return {"output_uri": planned("model_uri", task_id), "checkpoint_uri": planned("checkpoint_uri", task_id)}
-
-
-def peak_tflops(params: Mapping[str, Any]) -> float:
-    """The layout's BF16 peak (all nodes), the denominator of the trainer's MFU."""
-    from airflow_provider_trainium.neuron.catalog import CATALOG
-
-    return CATALOG[params["instance_type"]].peak_bf16_tflops * int(params["nodes"])
 
 
 def read_evaluation(plan: Mapping[str, Any], name: str = "evaluation.json") -> dict[str, Any]:

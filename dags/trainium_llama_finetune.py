@@ -57,8 +57,6 @@ TRAIN_ARGS = [
     "--warmup-steps",
     "2",
     *kit.param_args("log_every", "checkpoint_every", "keep_checkpoints", "tensor_parallel_size"),
-    "--peak-tflops",
-    planned("peak_tflops"),
 ]
 
 
@@ -98,7 +96,6 @@ def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping
         "reference_uri": current_latest_uri(base_uri) or base_uri,
         "input_uri": params["input_uri"].replace("{ds}", interval) if params.get("input_uri") else None,
         "holdout_uri": kit.run_prefix(config, "llama", "finetune", "holdout", holdout_key),
-        "peak_tflops": kit.peak_tflops(params),
     }
 
 

@@ -52,18 +52,15 @@ TRAIN_ARGS = [
     planned("data_uri"),
     *kit.param_args("preset", "max_steps", "batch_size", "learning_rate", "log_every", "checkpoint_every"),
     *kit.param_args("keep_checkpoints", "tensor_parallel_size"),
-    "--peak-tflops",
-    planned("peak_tflops"),
 ]
 
 
 def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
-    """This run's URIs under ``<artifact root>/llama/pretrain/<run key>``, and the peak for MFU."""
+    """This run's URIs under ``<artifact root>/llama/pretrain/<run key>``."""
     prefix = kit.run_prefix(config, "llama", "pretrain", run_id=context["run_id"])
     return {
         **kit.stage_uris(prefix),
         "tokenizer_uri": f"{prefix}/data/tokenizer.json",
-        "peak_tflops": kit.peak_tflops(params),
     }
 
 

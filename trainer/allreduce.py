@@ -17,12 +17,13 @@ import time
 
 import torch
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.device import init_runtime
 from trainer.common.distributed import init_distributed
 
 log = logging.getLogger("trainer")
-EXIT_MISMATCH = 2
+EXIT_MISMATCH = boundary.EXIT_ALLREDUCE_MISMATCH
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -30,7 +31,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--elements", type=int, default=1024, help="length of the checked tensor")
     p.add_argument("--bandwidth-mb", type=float, default=4.0, help="size of the timed all-reduce (0: skip)")
     p.add_argument("--iterations", type=int, default=5)
-    p.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
+    p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
     return p.parse_args(argv)
 
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     dist.barrier()
     if dist.is_main and args.output_uri:
         uris.write_json(
-            uris.join(args.output_uri, "allreduce.json"),
+            uris.join(args.output_uri, boundary.ALLREDUCE_FILE),
             {
                 "ok": ok,
                 "world_size": world,

@@ -29,18 +29,15 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 
-DEFAULT_MASTER_PORT = 41000
-EXIT_BAD_INPUT = 65
-NUM_NODES, NODE_RANK, MAIN_ADDR, MAIN_PORT = (
-    "TRAINIUM_NUM_NODES",
-    "TRAINIUM_NODE_RANK",
-    "TRAINIUM_MAIN_ADDR",
-    "TRAINIUM_MAIN_PORT",
-)
+from trainer import boundary
+from trainer.boundary import EXIT_BAD_INPUT
+
+DEFAULT_MASTER_PORT = boundary.DEFAULT_MAIN_PORT
+NUM_NODES, NODE_RANK, MAIN_ADDR, MAIN_PORT = boundary.RENDEZVOUS_ENV
 #: Earlier names of the main address and port, still read when the neutral ones are absent.
-LEGACY_NAMES = {MAIN_ADDR: "TRAINIUM_MASTER_ADDR", MAIN_PORT: "TRAINIUM_MASTER_PORT"}
+LEGACY_NAMES = {MAIN_ADDR: boundary.ENV_LEGACY_MAIN_ADDR, MAIN_PORT: boundary.ENV_LEGACY_MAIN_PORT}
 #: Which platform adapter filled in the neutral variables (named in error messages).
-RENDEZVOUS_FROM = "TRAINIUM_RENDEZVOUS_FROM"
+RENDEZVOUS_FROM = boundary.ENV_RENDEZVOUS_FROM
 
 
 class LaunchError(Exception):
@@ -151,7 +148,7 @@ def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.exe
     node_rank, master_addr = rendezvous(args.nodes, env)
     port = args.master_port or _int_or_default(neutral_environment(env), MAIN_PORT, DEFAULT_MASTER_PORT)
     logs: list[str] = []
-    log_dir = env.get("TRAINIUM_RANK_LOG_DIR", "").strip()
+    log_dir = env.get(boundary.ENV_RANK_LOG_DIR, "").strip()
     if log_dir:
         # --tee prefixes every rank's console line with its local rank; the per-rank files keep the whole output
         logs = ["--tee=3", "--redirects=3", f"--log-dir={log_dir}"]
@@ -193,7 +190,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--nproc-per-node", type=int, default=None, help="processes (NeuronCores) per node")
     parser.add_argument("--single-process", action="store_true", help="run the module once, without torchrun")
     parser.add_argument("--wrap", action="append", help="a command word put in front (neuron_parallel_compile)")
-    parser.add_argument("--master-port", type=int, default=None, help="default: TRAINIUM_MAIN_PORT or 41000")
+    parser.add_argument("--master-port", type=int, default=None, help=f"default: {MAIN_PORT} or {DEFAULT_MASTER_PORT}")
     parser.add_argument("--module", required=True, help="the trainer module each rank runs")
     parser.add_argument("--dry-run", action="store_true", help="print the command as JSON instead of running it")
     if "--" in argv:
@@ -211,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     except LaunchError as err:
         print(f"trainer.launch: {err}", file=sys.stderr, flush=True)
         sys.exit(EXIT_BAD_INPUT)
-    if parse_args(argv)[0].dry_run or os.environ.get("TRAINIUM_LAUNCH_DRY_RUN") == "1":
+    if parse_args(argv)[0].dry_run or os.environ.get(boundary.ENV_LAUNCH_DRY_RUN) == "1":
         print(json.dumps(command))
         return
     print("trainer.launch: " + " ".join(command), flush=True)
@@ -228,13 +225,13 @@ def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.e
     compile trials, nor with ``TRAINIUM_MONITOR=0``.
     """
     args, rest = parse_args(argv)
-    output = env.get("TRAINIUM_OUTPUT_URI", "").strip()
+    output = env.get(boundary.ENV_OUTPUT_URI, "").strip()
     for i, word in enumerate(rest):
         if word == "--output-uri" and i + 1 < len(rest):
             output = rest[i + 1]
         elif word.startswith("--output-uri="):
             output = word.split("=", 1)[1]
-    if not output or env.get("TRAINIUM_MONITOR", "1") == "0" or args.single_process:
+    if not output or env.get(boundary.ENV_MONITOR, "1") == "0" or args.single_process:
         return None
     if args.wrap or "--compile-only" in rest:
         return None

@@ -33,7 +33,6 @@ NON_GRAPH_ARGS: tuple[str, ...] = (
     "--warmup-steps",
     "--min-lr-ratio",
     "--epochs",
-    "--peak-tflops",
     "--stream-every-s",
     "--progress-every-s",
 )

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from trainer import boundary
+
 RUNTIMES = ("neuron", "xla", "eager")
 
 
@@ -27,10 +29,10 @@ def _available(module: str) -> bool:
 
 
 def detect_runtime() -> str:
-    forced = os.environ.get("TRAINIUM_RUNTIME", "").strip().lower()
+    forced = os.environ.get(boundary.ENV_RUNTIME, "").strip().lower()
     if forced:
         if forced not in RUNTIMES:
-            raise ValueError(f"TRAINIUM_RUNTIME={forced!r}; allowed: {', '.join(RUNTIMES)}")
+            raise ValueError(f"{boundary.ENV_RUNTIME}={forced!r}; allowed: {', '.join(RUNTIMES)}")
         return forced
     if _available("torch_neuronx"):
         return "neuron"

@@ -1,4 +1,4 @@
-"""Exit codes that tell the scheduler whether a retry can help."""
+"""Bad input ends a job with ``EXIT_BAD_INPUT`` (``trainer.boundary``): the scheduler knows a retry cannot help."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-#: Bad input (data, arguments): retrying the same job gives the same failure. Mirrors sysexits' EX_DATAERR.
-EXIT_BAD_INPUT = 65
+from trainer.boundary import EXIT_BAD_INPUT
 
 log = logging.getLogger("trainer")
 F = TypeVar("F", bound=Callable[..., object])

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from trainer import boundary
 from trainer.common.device import Runtime
 
 #: Host batches queued ahead of the transfer thread, and device batches queued ahead of the step.
@@ -124,10 +125,10 @@ class EpochBatches:
 
 def feed_kind(runtime: Runtime) -> str:
     """How batches reach an XLA device: ``background`` on Neuron, ``sync`` on torch-xla CPU (module docstring)."""
-    forced = os.environ.get("TRAINIUM_DEVICE_FEED", "").strip().lower()
+    forced = os.environ.get(boundary.ENV_DEVICE_FEED, "").strip().lower()
     if forced:
         if forced not in FEEDS:
-            raise ValueError(f"TRAINIUM_DEVICE_FEED={forced!r}; allowed: {', '.join(FEEDS)}")
+            raise ValueError(f"{boundary.ENV_DEVICE_FEED}={forced!r}; allowed: {', '.join(FEEDS)}")
         return forced
     return "background" if runtime.name == "neuron" else "sync"
 

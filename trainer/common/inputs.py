@@ -11,9 +11,10 @@ import json
 import os
 import posixpath
 
+from trainer import boundary
 from trainer.common.errors import BadInputError
 
-ALLOWED_PREFIXES_ENV = "TRAINIUM_ALLOWED_INPUT_PREFIXES"
+ALLOWED_PREFIXES_ENV = boundary.ENV_ALLOWED_INPUT_PREFIXES
 
 
 class InputNotAllowedError(BadInputError, ValueError):

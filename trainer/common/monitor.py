@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainer.common.stream import DEFAULT_EVERY_S, StreamWriter, monitor_source
+from trainer import boundary
+from trainer.common.stream import DEFAULT_EVERY_S, StreamWriter
 
 log = logging.getLogger("trainer.monitor")
 
@@ -73,9 +74,8 @@ def parse_report(report: Mapping[str, Any], node: int, now: float | None = None)
         if used is not None:
             device_mem = (device_mem or 0) + int(used)
     ordered = dict(sorted(cores.items(), key=lambda item: int(item[0]) if item[0].isdigit() else 1 << 30))
-    records: list[dict[str, Any]] = [
-        {"kind": "device", "time": now, "node": node, "neuroncores": ordered, "device_mem_used_bytes": device_mem}
-    ]
+    records = [boundary.record(boundary.KIND_DEVICE, time=now, node=node, neuroncores=ordered,
+                               device_mem_used_bytes=device_mem)]  # fmt: skip
     average = _get(report, "system_data", "vcpu_usage", "average_usage")
     idle = _number(_get(average, "idle"))
     total = _number(_get(report, "system_data", "memory_info", "memory_total_bytes"))
@@ -87,8 +87,8 @@ def parse_report(report: Mapping[str, Any], node: int, now: float | None = None)
 
 def _host(now: float, node: int, cpu: float, used: int, total: int) -> dict[str, Any]:
     cpu = round(min(100.0, max(0.0, cpu)), 2)
-    return {"kind": "host", "time": now, "node": node, "cpu_percent": cpu, "mem_used_bytes": used,
-            "mem_total_bytes": total}  # fmt: skip
+    return boundary.record(boundary.KIND_HOST, time=now, node=node, cpu_percent=cpu, mem_used_bytes=used,
+                           mem_total_bytes=total)  # fmt: skip
 
 
 class HostSampler:
@@ -238,8 +238,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-uri", required=True)
     parser.add_argument("--node", type=int, default=0)
-    parser.add_argument("--every-s", type=float, default=float(env("TRAINIUM_MONITOR_EVERY_S", DEFAULT_SAMPLE_S)))
-    parser.add_argument("--stream-every-s", type=float, default=float(env("TRAINIUM_STREAM_EVERY_S", DEFAULT_EVERY_S)))
+    parser.add_argument("--every-s", type=float, default=float(env(boundary.ENV_MONITOR_EVERY_S, DEFAULT_SAMPLE_S)))
+    parser.add_argument(
+        "--stream-every-s", type=float, default=float(env(boundary.ENV_STREAM_EVERY_S, DEFAULT_EVERY_S))
+    )
     parser.add_argument("--parent", type=int, default=None, help="stop once this process is no longer the parent")
     args = parser.parse_args(argv)
     stopping = threading.Event()
@@ -250,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         return stopping.is_set() or (args.parent is not None and os.getppid() != args.parent)
 
     try:
-        writer = StreamWriter(args.output_uri, monitor_source(args.node), every_s=args.stream_every_s)
+        writer = StreamWriter(args.output_uri, boundary.monitor_source(args.node), every_s=args.stream_every_s)
         Sampler(writer, args.node, args.every_s, should_stop).run()
     except Exception as err:  # noqa: BLE001 - an observer: the job goes on without it
         log.warning("the node monitor stopped: %s", err)

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from trainer import boundary
+
 log = logging.getLogger("trainer")
 
 DEFAULT_EVERY_S = 30.0
@@ -41,14 +43,14 @@ def human_duration(seconds: float) -> str:
 
 
 def cost_part(elapsed_s: float, env: Mapping[str, str]) -> str | None:
-    rate = env.get("TRAINIUM_COST_PER_HOUR_USD", "").strip()
+    rate = env.get(boundary.ENV_COST_PER_HOUR_USD, "").strip()
     if not rate:
         return None
     try:
         usd = float(rate) * elapsed_s / 3600
     except ValueError:
         return None
-    if env.get("TRAINIUM_COST_IS_ESTIMATE", "").strip() == "1":
+    if env.get(boundary.ENV_COST_IS_ESTIMATE, "").strip() == "1":
         return f"cost so far $0.00 (est. ${usd:.2f} on the instance layout)"
     return f"cost so far ${usd:.2f}"
 

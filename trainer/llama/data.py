@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.inputs import check_input
@@ -209,7 +210,7 @@ def prepare(
         "malformed": parsed.malformed,
         "block_size": block_size,
     }
-    index_uri = uris.join(output_uri, "index.json")
+    index_uri = uris.join(output_uri, boundary.DATA_INDEX_FILE)
     if not parsed.texts:
         index = {
             **base,
@@ -270,9 +271,9 @@ def prepare(
 
 # -- reading a prepared data set (the trainer and evaluator) ------------------------------------------
 def read_index(data_uri: str) -> dict[str, Any]:
-    index_uri = uris.join(data_uri, "index.json")
+    index_uri = uris.join(data_uri, boundary.DATA_INDEX_FILE)
     if not uris.exists(index_uri):
-        raise BadInputError(f"no prepared data set at {data_uri} (index.json missing)")
+        raise BadInputError(f"no prepared data set at {data_uri} ({boundary.DATA_INDEX_FILE} missing)")
     index = uris.read_json(index_uri)
     if index.get("skipped"):
         raise BadInputError(f"the data set at {data_uri} is empty: {index.get('reason')}")
@@ -285,7 +286,7 @@ def load_blocks(data_uri: str, split: str = "train") -> np.ndarray:
     for shard in index[split]:
         data = uris.read_bytes(uris.join(data_uri, shard["file"]))
         if hashlib.sha256(data).hexdigest() != shard["sha256"]:
-            raise BadInputError(f"{shard['file']} does not match its checksum in index.json")
+            raise BadInputError(f"{shard['file']} does not match its checksum in {boundary.DATA_INDEX_FILE}")
         arrays.append(np.load(io.BytesIO(data), allow_pickle=False))
     if not arrays:
         return np.zeros((0, index["block_size"]), dtype=np.int64)
@@ -294,7 +295,7 @@ def load_blocks(data_uri: str, split: str = "train") -> np.ndarray:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
+    p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
     p.add_argument("--input-uri", default=None)
     p.add_argument("--synthetic-date", default=None, help="generate this day's synthetic corpus as the input")
     p.add_argument("--synthetic-records", type=int, default=400)
@@ -308,7 +309,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--interval-end", default=None)
     args = p.parse_args(argv)
     if not args.output_uri:
-        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+        raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     for name in ("synthetic_records", "vocab_size", "blocks_per_shard"):
         if getattr(args, name) < 1:
             raise BadInputError(f"--{name.replace('_', '-')} must be >= 1")

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.device import init_runtime
 from trainer.common.errors import BadInputError, exits_on_bad_input
@@ -41,14 +42,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model-uri", required=True)
     p.add_argument("--base-model-uri", default=None)
     p.add_argument("--data-uri", required=True)
-    p.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
+    p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--min-improvement", type=float, default=0.0, help="required drop in eval loss")
     p.add_argument("--compile-cache-uri", default=None)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if not args.output_uri:
-        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+        raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     check_input("--base-model-uri", args.base_model_uri)
     runtime = init_runtime(args.compile_cache_uri)
     vocab = int(read_index(args.data_uri)["vocab_size"])
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         "min_improvement": args.min_improvement,
         "improved": bool(loss < base_loss - args.min_improvement),
     }
-    uris.write_json(uris.join(args.output_uri, "evaluation.json"), result)
+    uris.write_json(uris.join(args.output_uri, boundary.EVALUATION_FILE), result)
     log.info("evaluation %s", json.dumps(result, sort_keys=True))
 
 

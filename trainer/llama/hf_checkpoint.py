@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.errors import BadInputError
 
@@ -75,7 +76,7 @@ class HFCheckpoint:
         self.uri = uri.rstrip("/")
         self.cache_dir = (
             cache_dir
-            or os.environ.get("TRAINIUM_WEIGHTS_CACHE")
+            or os.environ.get(boundary.ENV_WEIGHTS_CACHE)
             or os.path.join(tempfile.gettempdir(), "trainium-weights")
         )
 

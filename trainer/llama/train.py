@@ -4,10 +4,10 @@
 
 - Runtimes: Neuron (neuronx-distributed: TP + ZeRO-1, bf16), torch-xla CPU or eager CPU (data parallel
   through trainer.common). Set ``TRAINIUM_RUNTIME`` to force one.
-- Every ``--log-every`` steps: loss (mean over ranks), tokens/s and MFU against ``--peak-tflops`` go to
-  the log and to ``metrics.jsonl`` at the output URI.
-- The main rank streams train and eval records to ``<output-uri>/stream/train/`` every ``--stream-every-s``
-  and logs a progress line (step, loss, tokens/s, MFU, ETA, cost so far) every ``--progress-every-s``.
+- Every ``--log-every`` steps the main rank records one train record (``trainer.common.metrics``): loss (mean
+  over ranks), tokens/s and MFU against ``TRAINIUM_PEAK_FLOPS`` (none without it). The records stream to
+  ``<output-uri>/stream/train/`` every ``--stream-every-s``, a progress line (step, loss, tokens/s, MFU, ETA,
+  cost so far) is logged every ``--progress-every-s``, and ``metrics.json`` keeps them as its ``history``.
 - Every ``--checkpoint-every`` steps a checkpoint (model, optimizer, scheduler, RNG, data position) goes
   to ``--checkpoint-uri``, keeping the last ``--keep-checkpoints``; a rerun resumes from the newest one
   and ends where an uninterrupted run would.
@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.checkpoint import (
     CheckpointError,
@@ -44,8 +45,8 @@ from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.feed import device_feed, gather_batches
 from trainer.common.inputs import check_input
-from trainer.common.metrics import MetricsRecorder
-from trainer.common.stream import TrainStream, add_stream_args, job_peak_flops
+from trainer.common.metrics import TrainMetrics
+from trainer.common.stream import add_stream_args, job_peak_flops
 from trainer.llama import neuron
 from trainer.llama.data import load_blocks, read_index
 from trainer.llama.hf_checkpoint import HFCheckpoint
@@ -61,9 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-uri", required=True)
-    p.add_argument("--output-uri", default=env("TRAINIUM_OUTPUT_URI"))
-    p.add_argument("--checkpoint-uri", default=env("TRAINIUM_CHECKPOINT_URI"))
-    p.add_argument("--compile-cache-uri", default=env("TRAINIUM_COMPILE_CACHE_URI"))
+    p.add_argument("--output-uri", default=env(boundary.ENV_OUTPUT_URI))
+    p.add_argument("--checkpoint-uri", default=env(boundary.ENV_CHECKPOINT_URI))
+    p.add_argument("--compile-cache-uri", default=env(boundary.ENV_COMPILE_CACHE_URI))
     p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
     p.add_argument(
         "--base-model-uri",
@@ -89,16 +90,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep-checkpoints", type=int, default=2)
     p.add_argument("--eval-batches", type=int, default=0, help="0: the whole held-out split")
     p.add_argument("--precision", choices=PRECISIONS, default="auto", help="auto: bf16 on Neuron, fp32 elsewhere")
-    p.add_argument("--tensor-parallel-size", type=int, default=int(env("TRAINIUM_TENSOR_PARALLEL_SIZE", "1")))
+    p.add_argument("--tensor-parallel-size", type=int, default=int(env(boundary.ENV_TENSOR_PARALLEL_SIZE, "1")))
     p.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--sequence-parallel", action="store_true")
     p.add_argument("--activation-checkpointing", action="store_true")
-    p.add_argument(
-        "--peak-tflops",
-        type=float,
-        default=float(env("TRAINIUM_PEAK_TFLOPS", "0") or 0),
-        help="dense BF16 peak of all the job's instances, for MFU (the DAG passes the catalog's)",
-    )
     p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
     add_stream_args(p)
     args = p.parse_args(argv)
@@ -110,7 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not 0 < args.min_lr_ratio <= 1:
         raise BadInputError(f"--min-lr-ratio must be in (0, 1], got {args.min_lr_ratio}")
     if not args.output_uri and not args.compile_only:
-        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+        raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     return args
 
 
@@ -212,8 +207,8 @@ def make_autocast(precision: str, runtime: Runtime) -> Any:
 
 def already_done(output_uri: str | None) -> bool:
     """This exact job (same ``TRAINIUM_JOB_HASH``) already wrote a complete output: a rerun changes nothing."""
-    job_hash = os.environ.get("TRAINIUM_JOB_HASH")
-    marker = uris.join(output_uri, "_SUCCESS") if output_uri else None
+    job_hash = os.environ.get(boundary.ENV_JOB_HASH)
+    marker = uris.join(output_uri, boundary.SUCCESS_MARKER) if output_uri else None
     if not job_hash or not marker or not uris.exists(marker):
         return False
     return uris.read_json(marker).get("job_hash") == job_hash
@@ -222,7 +217,7 @@ def already_done(output_uri: str | None) -> bool:
 def train(args: argparse.Namespace) -> dict[str, Any]:
     if not args.compile_only and already_done(args.output_uri):
         log.info("output %s is already complete for this job; nothing to do", args.output_uri)
-        return uris.read_json(uris.join(args.output_uri, "metrics.json"))
+        return uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
     index = read_index(args.data_uri)
     runtime = init_runtime(args.compile_cache_uri)
     dist = init_distributed(runtime)
@@ -293,13 +288,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         step = resume(args, runtime, model, optimizer, scheduler, order, use_nxd)
         resumed_from = step or None
 
-    recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
     per_token = flops_per_token(config, seq_len)
     tokens_per_step = args.batch_size * seq_len * data_world
-    live = TrainStream(args.output_uri, enabled=dist.is_main and not args.compile_only, total_steps=args.max_steps,
-                       start_step=step, items_per_step=tokens_per_step, unit="tokens", flops_per_item=per_token,
-                       peak_flops=job_peak_flops(runtime.name, dist.world_size), every_s=args.stream_every_s,
-                       progress_every_s=args.progress_every_s)  # fmt: skip
+    metrics = TrainMetrics(args.output_uri, enabled=dist.is_main, live=not args.compile_only,
+                           total_steps=args.max_steps, start_step=step, items_per_step=tokens_per_step,
+                           unit="tokens", flops_per_item=per_token, peak_flops=job_peak_flops(dist.world_size),
+                           every_s=args.stream_every_s, progress_every_s=args.progress_every_s)  # fmt: skip
     window_tokens, window_start, train_seconds, trained_tokens = 0, time.perf_counter(), 0.0, 0
     last_loss = float("nan")
 
@@ -314,27 +308,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         if at % args.log_every == 0 or at == args.max_steps:
             mean_loss = dist.all_reduce_sum(loss.float(), runtime) / dist.world_size
             last_loss = float(mean_loss)
-            elapsed = time.perf_counter() - window_start
-            train_seconds += elapsed
+            train_seconds += time.perf_counter() - window_start
             trained_tokens += window_tokens
-            tokens_per_s = window_tokens / elapsed if elapsed > 0 else 0.0
-            achieved_tflops = tokens_per_s * per_token / 1e12
             epoch, _ = order.position(at - 1)
-            recorder.record(
-                step=at,
-                epoch=epoch,
-                loss=round(last_loss, 6),
-                lr=scheduler.get_last_lr()[0],
-                tokens_per_s=round(tokens_per_s, 1),
-                tflops=round(achieved_tflops, 6),
-                mfu=round(achieved_tflops / args.peak_tflops, 8) if args.peak_tflops else None,
-                xla_compilations=runtime.compilations(),
-            )
-            live.train(step=at, epoch=epoch, loss=last_loss, lr=scheduler.get_last_lr()[0],
-                       xla_graphs=runtime.compilations())  # fmt: skip
-            if dist.is_main and args.output_uri:
-                lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in recorder.history)
-                uris.write_bytes(uris.join(args.output_uri, "metrics.jsonl"), lines.encode())
+            metrics.train(step=at, epoch=epoch, loss=last_loss, lr=scheduler.get_last_lr()[0],
+                          xla_graphs=runtime.compilations())  # fmt: skip
             window_tokens, window_start = 0, time.perf_counter()
         if checkpoint_due(at):
             checkpoint(args, runtime, dist, model, optimizer, scheduler, order, at, use_nxd)
@@ -387,8 +365,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         2 if args.compile_only else args.eval_batches,
         autocast,
     )
-    live.eval(step=step, loss=eval_loss)
-    live.close()
+    metrics.eval(step=step, loss=eval_loss)
+    metrics.close()
     cache = runtime.cache_counts()
     tokens_per_s = trained_tokens / train_seconds if train_seconds else 0.0
     summary: dict[str, Any] = {
@@ -407,8 +385,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "eval_loss": round(eval_loss, 6),
         "tokens_per_s": round(tokens_per_s, 1),
         "flops_per_token": per_token,
-        "peak_tflops": args.peak_tflops or None,
-        "mfu": round(tokens_per_s * per_token / 1e12 / args.peak_tflops, 8) if args.peak_tflops else None,
+        "peak_flops": metrics.peak_flops,
+        "mfu": metrics.mfu(tokens_per_s),
         "xla_compilations": runtime.compilations(),
         "xla_train_graphs_run": activity["executed"],
         "xla_train_host_transfers": activity["host_transfers"],
@@ -427,8 +405,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
             lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
             uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)
-        recorder.finish(summary)
-        uris.write_json(uris.join(args.output_uri, "_SUCCESS"), {"job_hash": os.environ.get("TRAINIUM_JOB_HASH")})
+        metrics.finish(summary)
+        uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
+                        {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
     dist.barrier()
     dist.close()
     return summary

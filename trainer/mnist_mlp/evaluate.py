@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import torch
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.device import init_runtime
 from trainer.common.errors import exits_on_bad_input
@@ -17,7 +18,7 @@ from trainer.mnist_mlp.model import MLP
 from trainer.mnist_mlp.train import evaluate, to_features
 
 log = logging.getLogger("trainer")
-EXIT_BELOW_THRESHOLD = 3
+EXIT_BELOW_THRESHOLD = boundary.EXIT_BELOW_THRESHOLD
 
 
 def load_model(model_uri: str) -> MLP:
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     model = load_model(args.model_uri).to(runtime.device)
     accuracy = evaluate(model, to_features(images), torch.from_numpy(labels.astype(np.int64)), runtime, args.batch_size)
     result = {"accuracy": round(accuracy, 5), "samples": len(labels), "min_accuracy": args.min_accuracy}
-    uris.write_json(uris.join(args.model_uri, "evaluation.json"), result)
+    uris.write_json(uris.join(args.model_uri, boundary.EVALUATION_FILE), result)
     log.info("evaluation %s", result)
     if accuracy < args.min_accuracy:
         print(f"accuracy {accuracy:.4f} is below --min-accuracy {args.min_accuracy}", file=sys.stderr)

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.mnist_mlp.idx import encode_idx
@@ -58,11 +59,11 @@ def prepare(output_uri: str, seed: int = 0) -> dict[str, object]:
 @exits_on_bad_input
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
+    parser.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if not args.output_uri:
-        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+        raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     prepare(args.output_uri, args.seed)
 

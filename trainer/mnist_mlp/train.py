@@ -1,7 +1,8 @@
 """Train the MLP data-parallel across torchrun ranks on NeuronCores, torch-xla CPU or eager CPU.
 
 Outputs under ``--output-uri``: ``model.safetensors``, ``model_config.json``, ``metrics.json``
-(loss curve, accuracy, samples/s, XLA compilations) and ``_SUCCESS`` last.
+(accuracy, samples/s, XLA compilations and ``history``, the train records the live stream has too) and
+``_SUCCESS`` last.
 ``--compile-only`` runs a short trial with the same shapes to fill the compilation cache.
 """
 
@@ -17,14 +18,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.common.device import Runtime, init_runtime, software_versions
 from trainer.common.distributed import Distributed, init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.feed import EpochBatches, device_feed, feed_kind
-from trainer.common.metrics import MetricsRecorder
-from trainer.common.stream import TrainStream, add_stream_args, job_peak_flops
+from trainer.common.metrics import TrainMetrics
+from trainer.common.stream import add_stream_args, job_peak_flops
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
 
@@ -34,9 +36,9 @@ log = logging.getLogger("trainer")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data-uri", required=True)
-    p.add_argument("--output-uri", default=os.environ.get("TRAINIUM_OUTPUT_URI"))
-    p.add_argument("--checkpoint-uri", default=os.environ.get("TRAINIUM_CHECKPOINT_URI"))
-    p.add_argument("--compile-cache-uri", default=os.environ.get("TRAINIUM_COMPILE_CACHE_URI"))
+    p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
+    p.add_argument("--checkpoint-uri", default=os.environ.get(boundary.ENV_CHECKPOINT_URI))
+    p.add_argument("--compile-cache-uri", default=os.environ.get(boundary.ENV_COMPILE_CACHE_URI))
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.01)
@@ -54,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.lr > 0:
         raise BadInputError(f"--lr must be > 0, got {args.lr}")
     if not args.output_uri and not args.compile_only:
-        raise BadInputError("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+        raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     return args
 
 
@@ -131,19 +133,17 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, step = state["epoch"] + 1, state["step"]
 
-    recorder = MetricsRecorder(args.output_uri, enabled=dist.is_main)
-    live = TrainStream(args.output_uri, enabled=dist.is_main and not args.compile_only,
-                       total_steps=total_steps(len(targets), args, dist.world_size), start_step=step,
-                       items_per_step=args.batch_size * dist.world_size, unit="samples",
-                       flops_per_item=6.0 * sum(p.numel() for p in params),  # forward + backward per sample
-                       peak_flops=job_peak_flops(runtime.name, dist.world_size), every_s=args.stream_every_s,
-                       progress_every_s=args.progress_every_s)  # fmt: skip
+    metrics = TrainMetrics(args.output_uri, enabled=dist.is_main, live=not args.compile_only,
+                           total_steps=total_steps(len(targets), args, dist.world_size), start_step=step,
+                           items_per_step=args.batch_size * dist.world_size, unit="samples",
+                           flops_per_item=6.0 * sum(p.numel() for p in params),  # forward + backward per sample
+                           peak_flops=job_peak_flops(dist.world_size), every_s=args.stream_every_s,
+                           progress_every_s=args.progress_every_s)  # fmt: skip
     first_step, train_seconds = step, 0.0
 
     def report(logged: tuple[int, torch.Tensor], epoch: int) -> None:
         loss = round(float(runtime.to_cpu(logged[1])), 5)
-        recorder.record(step=logged[0], epoch=epoch, loss=loss)
-        live.train(step=logged[0], epoch=epoch, loss=loss, lr=args.lr, xla_graphs=runtime.compilations())
+        metrics.train(step=logged[0], epoch=epoch, loss=loss, lr=args.lr, xla_graphs=runtime.compilations())
 
     activity = dict.fromkeys(runtime.activity(), 0)
     done = False
@@ -195,8 +195,8 @@ def train(args: argparse.Namespace) -> dict[str, object]:
 
     samples = (step - first_step) * args.batch_size * dist.world_size
     accuracy = evaluate(model, test_x, test_y, runtime, args.eval_batch_size, max_batches=2 if args.compile_only else 0)
-    live.eval(step=step, accuracy=accuracy)
-    live.close()
+    metrics.eval(step=step, accuracy=accuracy)
+    metrics.close()
     cache = runtime.cache_counts()
     summary: dict[str, object] = {
         "runtime": runtime.name,
@@ -206,6 +206,8 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "batch_size_per_rank": args.batch_size,
         "accuracy": round(accuracy, 5),
         "samples_per_second": round(samples / train_seconds, 2) if train_seconds else 0.0,
+        "peak_flops": metrics.peak_flops,
+        "mfu": metrics.mfu(samples / train_seconds if train_seconds else None),
         "xla_compilations": runtime.compilations(),
         "xla_train_graphs": activity["compiled"],
         "xla_train_graphs_run": activity["executed"],
@@ -220,8 +222,9 @@ def train(args: argparse.Namespace) -> dict[str, object]:
     if dist.is_main and args.output_uri:
         if not args.compile_only:
             save_model(model, runtime, args.output_uri, in_features=features.shape[1])
-        recorder.finish(summary)
-        uris.write_json(uris.join(args.output_uri, "_SUCCESS"), {"job_hash": os.environ.get("TRAINIUM_JOB_HASH")})
+        metrics.finish(summary)
+        uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
+                        {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
     dist.barrier()
     dist.close()
     return summary

@@ -73,7 +73,7 @@ def test_pretrain_dag_trains_and_registers(pretrained, artifact_root):
     model = reg.get_version("llama-pretrain", 1)
     metrics = model.metrics
     assert metrics["steps"] == 30 and metrics["world_size"] == 2 and metrics["final_loss"] < 4.0
-    assert metrics["peak_tflops"] == 190.0 and metrics["mfu"] > 0  # trn1.2xlarge's peak from the catalog
+    assert metrics["peak_flops"] is None and metrics["mfu"] is None  # local compute: a CPU has no peak
     (key,) = (artifact_root / "compile-cache" / "trainium_llama_pretrain" / "keys").glob("*.json")
     assert json.loads(key.read_text())["inputs"]["instance_type"] == "trn1.2xlarge"
     # The live stream the run wrote beside its model: every logged step, the final eval, the node's host samples.

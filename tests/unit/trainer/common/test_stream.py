@@ -1,4 +1,4 @@
-"""The live metrics stream on file://: chunk numbering, history kept across restarts, the reader's tolerance."""
+"""The live metrics stream on file://: chunk numbering, history kept across restarts, the reader rule, the peak."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from trainer import boundary
 from trainer.common import stream
+from trainer.common.errors import BadInputError
 
 
 class Clock:
@@ -94,39 +96,38 @@ def test_a_failed_write_keeps_the_records_for_the_next_flush(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    ("runtime", "env", "world", "expected"),
+    ("env", "world", "expected"),
     [
-        ("cpu", {}, 2, None),
-        ("xla-cpu", {}, 2, None),
-        ("neuron", {}, 32, 32 * 95e12),
-        ("cpu", {"TRAINIUM_PEAK_FLOPS": "1e9"}, 2, 2e9),
+        ({}, 32, None),  # no variable (a CPU, local compute): no peak, whatever the runtime
+        ({"TRAINIUM_PEAK_FLOPS": ""}, 2, None),
+        ({"TRAINIUM_PEAK_FLOPS": "95e12"}, 32, 32 * 95e12),
+        ({"TRAINIUM_PEAK_FLOPS": " 1e9 "}, 2, 2e9),
     ],
 )
-def test_job_peak_flops(runtime: str, env: dict, world: int, expected: float | None) -> None:
-    assert stream.job_peak_flops(runtime, world, env) == expected
+def test_job_peak_flops_is_the_variable_per_rank_times_ranks(env: dict, world: int, expected: float | None) -> None:
+    assert stream.job_peak_flops(world, env) == expected
 
 
-def test_train_stream_measures_throughput_and_mfu_between_logged_steps(tmp_path: Path) -> None:
-    clock = Clock()
-    lines: list[str] = []
-    live = stream.TrainStream(str(tmp_path), enabled=True, total_steps=100, start_step=0, items_per_step=512,
-                              unit="tokens", flops_per_item=1e6, peak_flops=1e10, every_s=0, clock=clock)  # fmt: skip
-    live.progress.emit = lines.append
-    clock.now = 2.0
-    live.train(step=10, epoch=0, loss=2.5, lr=0.1, xla_graphs=3)
-    live.eval(step=10, loss=2.4)
-    live.close()
-    train, evaluation = stream.read_records(str(tmp_path), "train")
-    assert train["tokens_per_s"] == 10 * 512 / 2.0 and train["samples_per_s"] is None
-    assert train["mfu"] == pytest.approx(10 * 512 / 2.0 * 1e6 / 1e10)
-    assert train["total_steps"] == 100 and train["xla_graphs"] == 3
-    assert evaluation == {**evaluation, "kind": "eval", "step": 10, "loss": 2.4, "accuracy": None}
-    assert lines and lines[0].startswith("step 10/100 (10%) loss 2.5 | 2.6k tokens/s | MFU 26% | ETA 18s")
+@pytest.mark.parametrize("value", ["fast", "0", "-1e12", "nan", "inf"])
+def test_a_peak_that_is_not_a_positive_number_is_bad_input(value: str) -> None:
+    with pytest.raises(BadInputError, match="TRAINIUM_PEAK_FLOPS"):
+        stream.job_peak_flops(2, {"TRAINIUM_PEAK_FLOPS": value})
 
 
-def test_a_disabled_train_stream_writes_nothing(tmp_path: Path) -> None:
-    live = stream.TrainStream(str(tmp_path), enabled=False, total_steps=10, start_step=0, items_per_step=1,
-                              unit="samples")  # fmt: skip
-    live.train(step=1, epoch=0, loss=1.0, lr=0.1)
-    live.close()
-    assert not (tmp_path / "stream").exists()
+def test_records_name_only_fields_of_their_kind() -> None:
+    assert stream.eval_record(step=3, accuracy=0.9) == {"kind": "eval", "step": 3, "loss": None, "accuracy": 0.9}
+    assert set(record(1)) == {"kind", *boundary.RECORD_FIELDS["train"]}
+    with pytest.raises(ValueError, match="train records have no field tokens_per_sec"):
+        boundary.record("train", step=1, tokens_per_sec=3.0)
+
+
+def test_a_torn_last_line_is_skipped_and_a_malformed_line_before_it_raises(tmp_path: Path) -> None:
+    folder = tmp_path / "stream" / "train"
+    folder.mkdir(parents=True)
+    good = json.dumps(boundary.stamp(record(1), 1.0))
+    (folder / "000000.jsonl").write_text(good + "\n" + good[:-7])  # a write cut short
+    (folder / "000001.jsonl").write_text(good + "\n" + good[:-7] + "\n")  # cut short, then terminated
+    assert [r["step"] for r in stream.read_records(str(tmp_path), "train")] == [1, 1]
+    (folder / "000002.jsonl").write_text(good[:-7] + "\n" + good + "\n")
+    with pytest.raises(boundary.StreamFormatError, match=r"000002.jsonl line 1"):
+        stream.read_records(str(tmp_path), "train")
