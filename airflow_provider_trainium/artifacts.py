@@ -1,8 +1,8 @@
 """Open artifact URIs (``file://``, ``s3://``, plain paths) the one way the provider does.
 
-Every reader of artifacts (operators, sensors, DAG task bodies, the model registry) comes through here, so
-``s3://`` is always reached with the ``trainium`` connection's ``aws_conn_id`` (and, through that AWS
-connection, its ``endpoint_url``), never with whatever default credentials the worker happens to have.
+Every reader of artifacts (operators, sensors, DAG task bodies, the model registry, the UI plugin) comes
+through here, so ``s3://`` is always reached with the ``trainium`` connection's ``aws_conn_id`` (and, through
+that AWS connection, its ``endpoint_url``), never with whatever default credentials the worker happens to have.
 Built on Airflow's ``ObjectStoragePath`` (s3fs underneath); imported lazily so DAG files stay light.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
@@ -120,14 +120,26 @@ def exists(uri: str, *, aws_conn_id: str | None = None, trainium_conn_id: str = 
     return path.exists()
 
 
-def list_uris(uri: str, *, aws_conn_id: str | None = None, trainium_conn_id: str = DEFAULT_CONN_ID) -> list[str]:
-    """The URIs directly under the folder ``uri``, sorted; empty when it does not exist."""
+def list_uris(
+    uri: str,
+    *,
+    kind: Literal["file", "dir"] | None = None,
+    aws_conn_id: str | None = None,
+    trainium_conn_id: str = DEFAULT_CONN_ID,
+) -> list[str]:
+    """The URIs directly under the folder ``uri``, sorted; empty when it does not exist.
+
+    ``kind`` keeps only files or only folders (S3 prefixes with objects under them).
+    """
     base = normalize(uri)
     path = open_path(base, aws_conn_id=aws_conn_id, trainium_conn_id=trainium_conn_id)
     _forget_listing(path)
     if not path.exists():
         return []
-    return sorted(f"{base}/{child.name}" for child in path.iterdir())
+    children = list(path.iterdir())
+    if kind is not None:
+        children = [c for c in children if (c.is_dir() if kind == "dir" else c.is_file())]
+    return sorted(f"{base}/{child.name}" for child in children)
 
 
 def _forget_listing(path: ObjectStoragePath) -> None:

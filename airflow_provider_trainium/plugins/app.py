@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
 
+from airflow_provider_trainium import artifacts
 from airflow_provider_trainium.plugins import runs as runs_db
 from airflow_provider_trainium.plugins.stream import build_series, read_stream
 
@@ -40,13 +41,15 @@ def readable_dag_ids(user: Any) -> set[str]:
 
 
 def artifacts_conn_id() -> str | None:
-    """The AWS connection the trainium connection names for ``s3://`` artifacts; None locally."""
-    from airflow_provider_trainium.hooks.trainium import TrainiumHook
+    """The AWS connection the trainium connection names for ``s3://`` artifacts, read once per request.
 
+    None when the connection cannot be read: a broken connection must not take the page down; ``file://``
+    still reads, and ``s3://`` reads fail (``artifacts`` never falls back to default credentials).
+    """
     try:
-        return TrainiumHook().get_config().aws_conn_id
-    except Exception:  # a broken connection must not take the page down; file:// still reads
-        log.warning("cannot read the trainium connection; reading artifacts without AWS credentials", exc_info=True)
+        return artifacts.aws_conn_id_of()
+    except Exception:
+        log.warning("cannot read the trainium connection; s3:// artifacts are not readable", exc_info=True)
         return None
 
 

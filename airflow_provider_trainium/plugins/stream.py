@@ -1,54 +1,50 @@
 """The live metrics stream a training job writes under ``<output_uri>/stream/``, read back for the view.
 
-Layout (written by the trainer): ``<output_uri>/stream/<source>/<seq>.jsonl``, ``<source>`` being ``train`` (rank 0's
-step records) or ``monitor-node<N>`` (device and host samples of node N), ``<seq>`` a zero-padded chunk number.
-Every record carries ``"v": 1``; unknown keys and kinds are ignored so newer writers stay readable.
+Layout, record format and reader rule belong to ``trainer.boundary`` (the one module of the trainer the provider
+imports): ``<output_uri>/stream/<source>/<seq>.jsonl``, ``<source>`` being ``train`` (rank 0's step records)
+or ``monitor-node<N>`` (device and host samples of node N). Chunks are parsed by ``boundary.parse_chunk``, the
+trainer's own reader, so a torn last line is skipped here exactly as there. Every file is read through
+``artifacts`` (``s3://`` with the trainium connection's AWS connection).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
-STREAM_DIR = "stream"
-TRAIN_SOURCE = "train"
+from airflow_provider_trainium import artifacts
+from trainer import boundary
 
-
-def artifact_path(uri: str, aws_conn_id: str | None = None) -> Any:
-    """The one place the view opens artifacts: ``file://`` or ``s3://`` through the trainium connection's AWS one."""
-    from airflow.sdk import ObjectStoragePath
-
-    if aws_conn_id and uri.startswith("s3://"):
-        return ObjectStoragePath(uri, conn_id=aws_conn_id)
-    return ObjectStoragePath(uri)
+STREAM_DIR = boundary.STREAM_DIR
+TRAIN_SOURCE = boundary.TRAIN_SOURCE
 
 
 def read_stream(output_uri: str, aws_conn_id: str | None = None) -> dict[str, list[dict[str, Any]]] | None:
-    """Every record per source, in chunk and line order; None when the run has no stream folder at all."""
-    root = artifact_path(f"{output_uri.rstrip('/')}/{STREAM_DIR}", aws_conn_id)
-    if not root.exists():
+    """Every record per source, in chunk and line order; None when the run has no stream folder at all.
+
+    A chunk that breaks the reader rule raises ``boundary.StreamFormatError``.
+    """
+    root = f"{artifacts.normalize(output_uri)}/{STREAM_DIR}"
+    if not artifacts.exists(root, aws_conn_id=aws_conn_id):
         return None
-    sources: dict[str, list[dict[str, Any]]] = {}
-    for source in sorted(root.iterdir(), key=lambda p: p.name):
-        if not source.is_dir():
-            continue
-        chunks = sorted((c for c in source.iterdir() if c.name.endswith(".jsonl")), key=lambda c: c.name)
-        sources[source.name] = [r for chunk in chunks for r in parse_chunk(chunk.read_text())]
-    return sources
+    return {
+        source.rsplit("/", 1)[-1]: read_source(source, aws_conn_id)
+        for source in artifacts.list_uris(root, aws_conn_id=aws_conn_id, kind="dir")
+    }
 
 
-def parse_chunk(text: str) -> list[dict[str, Any]]:
-    """The chunk's version-1 records; a torn last line (a writer killed mid-flush) is skipped, not fatal."""
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("v") == 1:
-            records.append(record)
+def read_source(source_uri: str, aws_conn_id: str | None = None) -> list[dict[str, Any]]:
+    """One source's records: its chunks oldest first, each parsed by the trainer's reader rule."""
+    chunks = {uri.rsplit("/", 1)[-1]: uri for uri in artifacts.list_uris(source_uri, aws_conn_id=aws_conn_id)}
+    records: list[dict[str, Any]] = []
+    for name in boundary.chunk_order(list(chunks)):
+        data = artifacts.read_bytes(chunks[name], aws_conn_id=aws_conn_id) or b""
+        records.extend(boundary.parse_chunk(data, chunks[name]))
     return records
+
+
+def _of_kind(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in records if r.get(boundary.KEY_KIND) == kind]
 
 
 def _num(value: Any) -> float | None:
@@ -65,13 +61,13 @@ def build_series(sources: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     Times are seconds since the run's first record, so runs of different days line up for comparison.
     """
     records = [r for recs in sources.values() for r in recs]
-    times = [t for r in records if (t := _num(r.get("time"))) is not None]
+    times = [t for r in records if (t := _num(r.get(boundary.KEY_TIME))) is not None]
     t0 = min(times) if times else 0.0
-    train = [r for r in sources.get(TRAIN_SOURCE, []) if r.get("kind") == "train"]
-    evals = [r for r in sources.get(TRAIN_SOURCE, []) if r.get("kind") == "eval"]
+    train = _of_kind(sources.get(TRAIN_SOURCE, []), boundary.KIND_TRAIN)
+    evals = _of_kind(sources.get(TRAIN_SOURCE, []), boundary.KIND_EVAL)
 
     def elapsed(r: dict[str, Any]) -> float | None:
-        t = _num(r.get("time"))
+        t = _num(r.get(boundary.KEY_TIME))
         return None if t is None else round(t - t0, 3)
 
     series: dict[str, Any] = {
@@ -98,8 +94,8 @@ def build_series(sources: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def _utilization(sources: dict[str, list[dict[str, Any]]], elapsed: Any) -> dict[str, Any]:
     """Per-NeuronCore utilization (percent), one x point per device record; other nodes' cores are gaps there."""
     device = sorted(
-        (r for name, recs in sources.items() if name != TRAIN_SOURCE for r in recs if r.get("kind") == "device"),
-        key=lambda r: _num(r.get("time")) or 0.0,
+        (r for name, recs in sources.items() if name != TRAIN_SOURCE for r in _of_kind(recs, boundary.KIND_DEVICE)),
+        key=lambda r: _num(r.get(boundary.KEY_TIME)) or 0.0,
     )
     names: list[str] = []
     for r in device:
@@ -117,8 +113,8 @@ def _utilization(sources: dict[str, list[dict[str, Any]]], elapsed: Any) -> dict
 def _host(sources: dict[str, list[dict[str, Any]]], elapsed: Any) -> dict[str, Any]:
     """Host CPU utilization (percent) per node: where no NeuronCore is sampled (local runs) it is what there is."""
     host = sorted(
-        (r for name, recs in sources.items() if name != TRAIN_SOURCE for r in recs if r.get("kind") == "host"),
-        key=lambda r: _num(r.get("time")) or 0.0,
+        (r for name, recs in sources.items() if name != TRAIN_SOURCE for r in _of_kind(recs, boundary.KIND_HOST)),
+        key=lambda r: _num(r.get(boundary.KEY_TIME)) or 0.0,
     )
     nodes = sorted({int(r.get("node", 0)) for r in host})
     columns: dict[str, list[float | None]] = {f"node{n}": [None] * len(host) for n in nodes}

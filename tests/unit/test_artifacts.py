@@ -21,6 +21,15 @@ def test_plain_paths_and_file_uris_read_the_same(tmp_path) -> None:
     assert artifacts.read_bytes((tmp_path / "out" / "b.bin").as_uri()) == b"xy"
 
 
+def test_listing_keeps_only_files_or_only_folders(tmp_path) -> None:
+    (tmp_path / "out" / "stream" / "train").mkdir(parents=True)
+    (tmp_path / "out" / "stream" / "notes.txt").write_text("not a source")
+    base = (tmp_path / "out" / "stream").as_uri()
+    assert artifacts.list_uris(base, kind="dir") == [f"{base}/train"]
+    assert artifacts.list_uris(base, kind="file") == [f"{base}/notes.txt"]
+    assert artifacts.list_uris(base) == [f"{base}/notes.txt", f"{base}/train"]
+
+
 def test_missing_files(tmp_path) -> None:
     uri = (tmp_path / "nothing.json").as_uri()
     assert not artifacts.exists(uri)

@@ -68,3 +68,30 @@ def test_compile_key_records_use_the_connections_aws_conn_id(s3_root: str) -> No
     assert read_key_record(f"{s3_root}/cache", "missing") is None
     write_key_record(f"{s3_root}/cache", "new", {"key": "new", "metrics": {"xla_compilations": 3}}, None)
     assert read_key_record(f"{s3_root}/cache", "new")["metrics"] == {"xla_compilations": 3}
+
+
+def test_the_views_stream_reader_lists_sources_and_chunks_through_the_connection(s3_root: str, aws_conn_id: str):
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    from airflow_provider_trainium.plugins.app import artifacts_conn_id
+    from airflow_provider_trainium.plugins.stream import read_stream
+
+    hook = S3Hook(aws_conn_id=aws_conn_id)
+    record = {"v": 1, "kind": "train", "time": 1.0, "step": 1, "total_steps": 2, "loss": 0.5}
+    torn = json.dumps(record) + "\n" + json.dumps({**record, "step": 2}) + "\n" + '{"v": 1, "ki'
+    hook.load_string(torn, "root/run/model/stream/train/000000.jsonl", BUCKET)
+    hook.load_string(json.dumps({**record, "step": 3}) + "\n", "root/run/model/stream/train/000001.jsonl", BUCKET)
+    host = {"v": 1, "kind": "host", "time": 2.0, "node": 0, "cpu_percent": 5.0}
+    hook.load_string(json.dumps(host) + "\n", "root/run/model/stream/monitor-node0/000000.jsonl", BUCKET)
+    assert artifacts.list_uris(f"{s3_root}/run/model", kind="dir") == [f"{s3_root}/run/model/stream"]
+    assert artifacts.list_uris(f"{s3_root}/run/model", kind="file") == [
+        f"{s3_root}/run/model/metrics.json",
+        f"{s3_root}/run/model/model.bin",
+    ]
+    assert artifacts_conn_id() == aws_conn_id
+    sources = read_stream(f"{s3_root}/run/model", artifacts_conn_id())
+    assert {name: [r.get("step") for r in recs] for name, recs in sources.items()} == {
+        "monitor-node0": [None],
+        "train": [1, 2, 3],  # the torn last line of chunk 0 skipped, as the trainer's reader does
+    }
+    assert read_stream(f"{s3_root}/run/nothing", aws_conn_id) is None

@@ -6,7 +6,11 @@ import json
 import math
 from pathlib import Path
 
-from airflow_provider_trainium.plugins.stream import build_series, parse_chunk, read_stream
+import pytest
+
+from airflow_provider_trainium.plugins.stream import build_series, read_stream
+from trainer.boundary import StreamFormatError, parse_chunk
+from trainer.common.stream import read_records
 
 
 def write_chunk(root: Path, source: str, seq: int, records: list[dict], tail: str = "") -> None:
@@ -42,6 +46,45 @@ def test_chunks_are_read_in_sequence_order_per_source(tmp_path):
     assert series["throughput"]["samples_per_s"] == [101.0, 102.0, 103.0, 104.0]
     assert series["neuroncores"] == {"x": [0.0], "cores": {"node0/nc0": [40.0], "node0/nc1": [60.0]}}
     assert series["progress"] == {"step": 4, "total_steps": 4}
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        '{"v": 1, "kind": "train", "st',  # the write stopped mid-record
+        json.dumps(train(9, 0.1, 1009.0)),  # a whole record, but its newline never came
+        '{"v": 1, "kind": "train", "st\n',  # cut short, then terminated by whatever wrote it
+    ],
+    ids=["unterminated", "unterminated-but-parsable", "terminated-unparsable"],
+)
+def test_the_ui_and_the_trainer_skip_a_torn_last_line_alike(tmp_path, torn):
+    write_chunk(tmp_path, "train", 0, [train(1, 0.9, 1001.0), train(2, 0.8, 1002.0)], tail=torn)
+    write_chunk(tmp_path, "train", 1, [train(3, 0.7, 1003.0)])
+    ui = read_stream(tmp_path.as_uri())["train"]
+    trainer = read_records(tmp_path.as_uri(), "train")
+    assert [r["step"] for r in ui] == [r["step"] for r in trainer] == [1, 2, 3]
+    assert ui == trainer
+
+
+def test_only_source_folders_and_chunk_files_are_read(tmp_path):
+    write_chunk(tmp_path, "train", 0, [train(1, 0.9, 1001.0)])
+    (tmp_path / "stream" / "train" / "000001.jsonl.tmp-0a1b").write_text("{half a chunk being written")
+    (tmp_path / "stream" / "train" / "notes.txt").write_text("not a chunk")
+    (tmp_path / "stream" / "README").write_text("not a source")
+    assert {name: [r["step"] for r in recs] for name, recs in read_stream(tmp_path.as_uri()).items()} == {"train": [1]}
+
+
+def test_the_ui_and_the_trainer_refuse_a_malformed_line_before_the_last_alike(tmp_path):
+    write_chunk(
+        tmp_path,
+        "train",
+        0,
+        [train(1, 0.9, 1001.0)],
+        tail='{"v": 1, "kind": "tr\n' + json.dumps(train(2, 0.8, 1002.0)) + "\n",
+    )
+    for read in (lambda: read_stream(tmp_path.as_uri()), lambda: read_records(tmp_path.as_uri(), "train")):
+        with pytest.raises(StreamFormatError, match="000000.jsonl line 2"):
+            read()
 
 
 def test_a_torn_line_and_unknown_records_are_skipped():
