@@ -42,13 +42,23 @@ def sources(folder: str, root: Path = ROOT) -> list[Path]:
     return sorted((root / folder).rglob("*.py"))
 
 
-def offending(folder: str, forbidden: tuple[str, ...], root: Path = ROOT) -> list[str]:
-    """``file: module`` for every import under ``folder`` of a module at or under a ``forbidden`` prefix."""
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _allowed(name: str, allowed: tuple[str, ...]) -> bool:
+    """At or under an allowed module, or a package above one (``from trainer import boundary`` names both)."""
+    return _under(name, allowed) or any(a.startswith(name + ".") for a in allowed)
+
+
+def offending(folder: str, forbidden: tuple[str, ...], root: Path = ROOT, allowed: tuple[str, ...] = ()) -> list[str]:
+    """``file: module`` for every import under ``folder`` of a module at or under a ``forbidden`` prefix,
+    except an ``allowed`` one."""
     return sorted(
         f"{path.relative_to(root)}: {name}"
         for path in sources(folder, root)
         for name in imports(path, root)
-        if any(name == f or name.startswith(f + ".") for f in forbidden)
+        if _under(name, forbidden) and not _allowed(name, allowed)
     )
 
 
@@ -65,23 +75,49 @@ def airflow_exceptions(folder: str) -> list[str]:
     )
 
 
-RULES = {
+#: The one module of the trainer the provider imports: the names both share (stdlib only, see its docstring).
+TRAINER_BOUNDARY = "trainer.boundary"
+
+#: rule -> (folder, forbidden prefixes, allowed prefixes among them)
+RULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "neuron/ is pure: no backend, hook, Airflow face or Airflow": (
         f"{PROVIDER}/neuron",
         (f"{PROVIDER}.compute", *AIRFLOW_FACES, "airflow", "boto3", "botocore"),
+        (),
     ),
-    "compute/ knows no operator": (f"{PROVIDER}/compute", (f"{PROVIDER}.operators", f"{PROVIDER}.sensors")),
-    "the provider never imports the trainer or torch": (PROVIDER, ("trainer", "torch", "torch_xla")),
-    "the trainer never imports Airflow or the provider": ("trainer", ("airflow", PROVIDER)),
-    "DAG files never import the trainer or torch": ("dags", ("trainer", "torch", "torch_xla")),
+    "compute/ knows no operator": (f"{PROVIDER}/compute", (f"{PROVIDER}.operators", f"{PROVIDER}.sensors"), ()),
+    "the provider never imports the trainer (but trainer.boundary) or torch": (
+        PROVIDER,
+        ("trainer", "torch", "torch_xla"),
+        (TRAINER_BOUNDARY,),
+    ),
+    "the trainer never imports Airflow or the provider": ("trainer", ("airflow", PROVIDER), ()),
+    "DAG files never import the trainer or torch": ("dags", ("trainer", "torch", "torch_xla"), ()),
 }
 
 
 @pytest.mark.parametrize("rule", list(RULES))
 def test_import_direction(rule):
-    folder, forbidden = RULES[rule]
+    folder, forbidden, allowed = RULES[rule]
     assert sources(folder), f"{folder} has no sources: the rule would pass vacuously"
-    assert offending(folder, forbidden) == []
+    assert offending(folder, forbidden, allowed=allowed) == []
+
+
+def test_the_provider_reaches_the_trainer_only_through_its_boundary(tmp_path):
+    """Every spelling of ``trainer.boundary`` passes (the ``trainer`` package above it is a docstring); any other
+    module of the trainer does not, however it is imported."""
+    probe = tmp_path / PROVIDER / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(
+        "import trainer.boundary\nfrom trainer.boundary import METRICS_FILE\nfrom trainer import boundary\n"
+        "def f():\n    from trainer.common import stream\n    from trainer import llama\n"
+    )
+    assert offending(PROVIDER, ("trainer",), tmp_path, allowed=(TRAINER_BOUNDARY,)) == [
+        f"{PROVIDER}/probe.py: trainer.common",
+        f"{PROVIDER}/probe.py: trainer.common.stream",
+        f"{PROVIDER}/probe.py: trainer.llama",
+    ]
+    assert any(TRAINER_BOUNDARY in imports(p) for p in sources(PROVIDER)), "no provider module uses the boundary"
 
 
 def test_compute_does_not_import_triggers():

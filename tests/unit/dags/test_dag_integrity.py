@@ -50,10 +50,12 @@ def test_provider_modules_never_import_torch():
     code = (
         "import importlib, json, sys\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"
-        "print(json.dumps(sorted(m for m in ('torch', 'torch_xla', 'transformers', 'trainer') if m in sys.modules)))\n"
+        "heavy = ('torch', 'torch_xla', 'transformers', 'trainer')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    # trainer.boundary is the one module of the trainer the provider imports (standard library only)
+    assert set(json.loads(out.stdout.strip().splitlines()[-1])) <= {"trainer", "trainer.boundary"}
 
 
 def test_provider_info_entry_point_matches_the_distribution():
