@@ -16,16 +16,15 @@ gives are marked there as guesses.
 - Limits: unlimited ``memlock`` (the Neuron runtime and EFA pin host memory for DMA) with ``IPC_LOCK``,
   and a raised ``nofile`` for many ranks and data loader workers.
 
-The environment is not decided here: it is :func:`launch.job_environment`, which both backends render.
+The environment is not decided here: :func:`plan.container_plan` pairs this shape with it, and every backend
+renders that plan.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from airflow_provider_trainium.neuron import launch
 from airflow_provider_trainium.neuron.catalog import InstanceType, get_instance_type
-from airflow_provider_trainium.neuron.spec import JobSpec
 
 #: vCPUs left to the ECS agent, Docker and the Neuron monitor.
 RESERVED_VCPUS = 1
@@ -101,18 +100,3 @@ def container_shape(instance_type: str, nodes: int = 1) -> ContainerShape:
         capabilities=CAPABILITIES,
         efa=efa,
     )
-
-
-def spec_shape(spec: JobSpec) -> ContainerShape:
-    return container_shape(spec.instance_type, spec.nodes)
-
-
-def layout_environment(spec: JobSpec) -> dict[str, str]:
-    """The part of :func:`launch.job_environment` every run of this layout shares (no per-run values)."""
-    return launch.job_environment(replace(spec, env={}, checkpoint_uri=None, output_uri=None))
-
-
-def run_environment(spec: JobSpec) -> dict[str, str]:
-    """What :func:`launch.job_environment` adds for this run on top of :func:`layout_environment`."""
-    shared = layout_environment(spec)
-    return {k: v for k, v in launch.job_environment(spec).items() if shared.get(k) != v}

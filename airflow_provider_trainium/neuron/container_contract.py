@@ -1,12 +1,13 @@
-"""The one container contract: the argv a training container runs and the environment it gets.
+"""The one container contract: the argv a training container runs.
 
 The training image's ENTRYPOINT is the in-container launcher (``python -m trainer.launch``) and it has no
 CMD. ECS (RunTask ``containerOverrides.command``) and AWS Batch (``containerOverrides.command``) send only
 the launcher's arguments: both APIs' ``command`` is Docker's CMD, which Docker appends to an exec-form
 ENTRYPOINT. The launcher then builds the torchrun command from those arguments and the node's environment
-(the ``AWS_BATCH_JOB_*`` variables on Batch). Local compute runs the same argv with the same environment,
-so every local job exercises what the container runs. ``tests/unit/neuron/test_container_contract.py`` derives
-ENTRYPOINT and CMD from ``docker/Dockerfile`` and fails when they disagree with this module.
+(the ``AWS_BATCH_JOB_*`` variables on Batch). :func:`plan.container_plan` pairs the argv with the job's
+environment; local compute runs that same plan, so every local job exercises what the container runs.
+``tests/unit/neuron/test_container_contract.py`` derives ENTRYPOINT and CMD from ``docker/Dockerfile`` and
+fails when they disagree with this module.
 
 Why the launcher is the ENTRYPOINT rather than a full command per job: a rendezvous on Batch can only be
 computed on the node (the main node's address is known there, not at submit time), so every node has to
@@ -16,7 +17,6 @@ understand, and without a CMD a task sent with no command fails instead of runni
 
 from __future__ import annotations
 
-from airflow_provider_trainium.neuron.launch import job_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 LAUNCHER_MODULE = "trainer.launch"
@@ -53,13 +53,3 @@ def docker_argv(entrypoint: Argv | str, cmd: Argv, command: Argv | None, shell: 
     if isinstance(entrypoint, str):
         return [*shell, entrypoint]
     return [*entrypoint, *(cmd if command is None else command)]
-
-
-def container_argv(spec: JobSpec) -> list[str]:
-    """The argv every node's container runs for ``spec``."""
-    return docker_argv(IMAGE_ENTRYPOINT, IMAGE_CMD, launcher_arguments(spec))
-
-
-def container_environment(spec: JobSpec) -> dict[str, str]:
-    """The job's environment in the container, on top of the image's own ENV (ECS and Batch send it)."""
-    return job_environment(spec)

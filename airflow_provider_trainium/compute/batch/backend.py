@@ -1,6 +1,6 @@
 """AWS Batch compute: multi-node parallel training on Trn1/Trn1n/Trn2 with EFA, never a duplicate job.
 
-The job definition comes from the spec (see :mod:`batch_definitions`) and is registered once per content
+The job definition comes from the spec (see :mod:`compute.batch.definitions`) and is registered once per content
 (its name is a hash of it). Jobs carry the task instance's tags and a deterministic name, so a retry or a
 restarted worker finds the job it already submitted, in any status, and waits on it instead of submitting
 again; a job that succeeded is not rerun.
@@ -25,6 +25,7 @@ from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -89,11 +90,12 @@ class BatchBackend(WatchedBackend, ComputeBackend):
 
     def check(self, spec: JobSpec) -> None:
         """Everything that can be wrong with ``spec`` on Batch, raised before any API call."""
-        self.checked_definition(spec)
+        self.checked_definition(container_plan(spec))
 
-    def checked_definition(self, spec: JobSpec) -> dict[str, Any]:
-        """The job definition for ``spec``, after every check that needs no API call."""
-        definition = defs.build_job_definition(spec, self.settings)
+    def checked_definition(self, plan: ContainerPlan) -> dict[str, Any]:
+        """The job definition for the plan, after every check that needs no API call."""
+        spec = plan.spec
+        definition = defs.build_job_definition(plan, self.settings)
         problem = remote_storage_problem(spec, self.config.artifact_root, self.name)
         if problem:
             raise BatchInputError(problem)
@@ -138,12 +140,13 @@ class BatchBackend(WatchedBackend, ComputeBackend):
 
     # -- ComputeBackend -------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
-        definition = self.checked_definition(spec)
+        plan = container_plan(spec)
+        definition = self.checked_definition(plan)
         queue = self.job_queue(spec.instance_type)
         self.check_queue(queue, spec)
         spec_hash = spec.content_hash()
         request = defs.submit_request(
-            spec,
+            plan,
             job_name=job_name,
             job_queue=queue,
             job_definition=definition["jobDefinitionName"],

@@ -1,9 +1,9 @@
-"""AWS Batch job definitions and submit requests built from a :class:`JobSpec`; no AWS calls here.
+"""AWS Batch job definitions and submit requests: a job's container plan in Batch's words; no AWS calls here.
 
-What belongs in the definition is what stays the same from run to run of a task (image, instance layout,
-devices, limits, logs, timeout, retry policy), so every run of a DAG reuses one definition. What changes per
-run (the command line and the spec's own environment) goes into the submit request's overrides, which are
-checked against the definition before anything is submitted.
+What belongs in the definition is what stays the same from run to run of a task (image, the plan's shape and
+preset environment, logs, timeout, retry policy), so every run of a DAG reuses one definition. What changes
+per run (the plan's command and run environment) goes into the submit request's overrides, which are checked
+against the definition before anything is submitted.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_trainium.neuron import container
 from airflow_provider_trainium.neuron.container import ContainerShape
-from airflow_provider_trainium.neuron.container_contract import launcher_arguments
-from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium.neuron.plan import ContainerPlan
 
 #: Batch retries a job itself only when its host went away (spot reclaim, EC2 failure); Airflow retries the rest.
 HOST_RETRY_ATTEMPTS = 3
@@ -76,23 +74,13 @@ def log_configuration(settings: BatchSettings) -> dict[str, Any] | None:
     return {"logDriver": "awslogs", "options": options}
 
 
-def preset_environment(spec: JobSpec) -> dict[str, str]:
-    """The Neuron/EFA presets every run of this layout shares (the spec's own env goes in the overrides)."""
-    return container.layout_environment(spec)
-
-
-def run_environment(spec: JobSpec) -> dict[str, str]:
-    """Per-run variables: what :func:`launch.job_environment` adds on top of the presets."""
-    return container.run_environment(spec)
-
-
-def container_properties(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
-    """The spec's :class:`ContainerShape` in Batch's words.
+def container_properties(plan: ContainerPlan, settings: BatchSettings) -> dict[str, Any]:
+    """The plan's :class:`ContainerShape` and preset environment in Batch's words.
 
     ``instanceType`` is set for multi-node jobs only: the Batch API reference (ContainerProperties) says it
     isn't applicable to single-node container jobs and shouldn't be provided for them.
     """
-    shape = container.spec_shape(spec)
+    spec, shape = plan.spec, plan.shape
     props: dict[str, Any] = {
         "image": spec.image,
         "resourceRequirements": [
@@ -105,7 +93,7 @@ def container_properties(spec: JobSpec, settings: BatchSettings) -> dict[str, An
             "initProcessEnabled": True,
         },
         "ulimits": [{"name": u.name, "softLimit": u.soft, "hardLimit": u.hard} for u in shape.ulimits],
-        "environment": [{"name": k, "value": v} for k, v in sorted(preset_environment(spec).items())],
+        "environment": [{"name": k, "value": v} for k, v in sorted(plan.preset_environment.items())],
         # Batch has no per-capability field: the shape's IPC_LOCK only comes with privileged mode. The
         # unlimited memlock above is what EFA's memory registration needs; ``privileged`` is an opt-in.
         "privileged": settings.privileged,
@@ -122,8 +110,9 @@ def container_properties(spec: JobSpec, settings: BatchSettings) -> dict[str, An
     return props
 
 
-def definition_body(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
+def definition_body(plan: ContainerPlan, settings: BatchSettings) -> dict[str, Any]:
     """The RegisterJobDefinition request without its name: ``multinode`` for N > 1 nodes, else ``container``."""
+    spec = plan.spec
     problems = []
     if not spec.image:
         problems.append("no image: set the operator's `image` or the trainium connection's `image`")
@@ -134,7 +123,7 @@ def definition_body(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
         )
     if problems:
         raise BatchDefinitionError("cannot build a Batch job definition: " + "; ".join(problems))
-    props = container_properties(spec, settings)
+    props = container_properties(plan, settings)
     body: dict[str, Any] = {
         "retryStrategy": retry_strategy(settings.host_retry_attempts),
         "timeout": {"attemptDurationSeconds": spec.timeout_seconds},
@@ -154,32 +143,28 @@ def definition_body(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
     return body
 
 
-def definition_name(spec: JobSpec, body: dict[str, Any]) -> str:
+def definition_name(plan: ContainerPlan, body: dict[str, Any]) -> str:
     """``trainium-<instance>-<N>x-<hash of the body>``: equal content, equal name, one definition."""
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
-    return f"{DEFINITION_PREFIX}-{spec.instance_type.replace('.', '-')}-{spec.nodes}x-{digest}"
+    return f"{DEFINITION_PREFIX}-{plan.shape.instance_type.replace('.', '-')}-{plan.shape.nodes}x-{digest}"
 
 
-def build_job_definition(spec: JobSpec, settings: BatchSettings) -> dict[str, Any]:
-    """The full RegisterJobDefinition request for ``spec``."""
-    body = definition_body(spec, settings)
-    return {"jobDefinitionName": definition_name(spec, body), **body}
+def build_job_definition(plan: ContainerPlan, settings: BatchSettings) -> dict[str, Any]:
+    """The full RegisterJobDefinition request for the plan."""
+    body = definition_body(plan, settings)
+    return {"jobDefinitionName": definition_name(plan, body), **body}
 
 
-def node_command(spec: JobSpec) -> list[str]:
-    """What every node's container is sent: the launcher's arguments (the image's CMD; see container_contract)."""
-    return launcher_arguments(spec)
-
-
-def container_overrides(spec: JobSpec) -> dict[str, Any]:
+def container_overrides(plan: ContainerPlan) -> dict[str, Any]:
+    """What every node's container is sent: the launcher's arguments (the image's CMD) and the run's env."""
     return {
-        "command": node_command(spec),
-        "environment": [{"name": k, "value": v} for k, v in sorted(run_environment(spec).items())],
+        "command": list(plan.command),
+        "environment": [{"name": k, "value": v} for k, v in sorted(plan.run_environment.items())],
     }
 
 
 def submit_request(
-    spec: JobSpec, *, job_name: str, job_queue: str, job_definition: str, tags: dict[str, str]
+    plan: ContainerPlan, *, job_name: str, job_queue: str, job_definition: str, tags: dict[str, str]
 ) -> dict[str, Any]:
     """The SubmitJob request: run-specific command and env as overrides, tags for finding the job again."""
     request: dict[str, Any] = {
@@ -189,12 +174,12 @@ def submit_request(
         "tags": dict(tags),
         "propagateTags": True,
     }
-    if spec.nodes > 1:
+    if plan.shape.nodes > 1:
         request["nodeOverrides"] = {
-            "nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": container_overrides(spec)}]
+            "nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": container_overrides(plan)}]
         }
     else:
-        request["containerOverrides"] = container_overrides(spec)
+        request["containerOverrides"] = container_overrides(plan)
     return request
 
 

@@ -35,6 +35,7 @@ from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 _TAG_UNSAFE = re.compile(r"[^\w\s+\-=.:/@]")
@@ -117,7 +118,7 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         if storage:
             problems.append(storage)
         if not problems:
-            size = overrides_size(container_overrides(spec))
+            size = overrides_size(container_overrides(container_plan(spec)))
             if size > MAX_OVERRIDES_CHARS:
                 problems.append(
                     f"the job's command and environment take {size} characters, over ECS's limit of "
@@ -144,9 +145,10 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         )
 
     def run_task_request(
-        self, spec: JobSpec, task_definition_arn: str, job_name: str, tags: dict[str, str]
+        self, plan: ContainerPlan, task_definition_arn: str, job_name: str, tags: dict[str, str]
     ) -> dict[str, Any]:
         """RunTask arguments: capacity provider strategy when the connection names one, else EC2."""
+        spec = plan.spec
         network: dict[str, Any] = {"subnets": list(self.config.subnets), "assignPublicIp": "DISABLED"}
         if self.config.security_groups:
             network["securityGroups"] = list(self.config.security_groups)
@@ -156,7 +158,7 @@ class EcsBackend(WatchedBackend, ComputeBackend):
             "count": 1,
             "startedBy": job_name,
             "networkConfiguration": {"awsvpcConfiguration": network},
-            "overrides": container_overrides(spec),
+            "overrides": container_overrides(plan),
             "tags": [
                 {"key": k, "value": tag_value(v)}
                 for k, v in sorted({**tags, "trainium:job-name": job_name, SPEC_HASH_TAG: spec.content_hash()}.items())
@@ -206,9 +208,9 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
         self.check_spec(spec)
         self.check_cluster()
-        definition = task_definition(spec.instance_type, self.settings(spec))
-        arn, _ = self.hook.ensure_task_definition(definition)
-        response = self.hook.conn.run_task(**self.run_task_request(spec, arn, job_name, tags))
+        plan = container_plan(spec)
+        arn, _ = self.hook.ensure_task_definition(task_definition(plan, self.settings(spec)))
+        response = self.hook.conn.run_task(**self.run_task_request(plan, arn, job_name, tags))
         tasks = response.get("tasks") or []
         if response.get("failures") or not tasks:
             raise EcsPlacementError(self.placement_message(spec, response.get("failures") or []))

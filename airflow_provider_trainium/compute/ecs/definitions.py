@@ -1,12 +1,12 @@
-"""ECS task definitions and RunTask overrides for Trainium, built from a job spec without calling AWS.
+"""ECS task definitions and RunTask overrides for Trainium: a job's container plan in ECS's words, no AWS call.
 
-Devices, CPU, memory, shared memory, ulimits and capabilities are the instance type's
-:class:`~airflow_provider_trainium.neuron.container.ContainerShape`, the same one Batch renders; here it is
-only written in ECS's field names. The task is pinned to the instance type by a placement constraint.
+Everything comes from the :class:`~airflow_provider_trainium.neuron.plan.ContainerPlan`, the same one Batch
+and local compute render: its shape (devices, CPU, memory, shared memory, ulimits, capabilities) and preset
+environment go in the task definition, its command and run environment in the RunTask overrides. The task
+is pinned to the instance type by a placement constraint.
 
-What changes per job (command, job environment) travels in the RunTask overrides, so the task
-definition depends only on the instance type, image, roles and log group. Its family is named by a
-hash of its content: an unchanged definition is found and reused instead of registered again.
+So the task definition depends only on the job's layout, image, roles and log group, and its family is named
+by a hash of its content: an unchanged definition is found and reused instead of registered again.
 """
 
 from __future__ import annotations
@@ -16,11 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_trainium.neuron.catalog import InstanceType, get_instance_type
-from airflow_provider_trainium.neuron.container import ContainerShape, container_shape
-from airflow_provider_trainium.neuron.container_contract import launcher_arguments
-from airflow_provider_trainium.neuron.launch import job_environment, preset_environment
-from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium.neuron.container import ContainerShape
+from airflow_provider_trainium.neuron.plan import ContainerPlan
 
 CONTAINER_NAME = "trainer"
 LOG_STREAM_PREFIX = "trainium"
@@ -40,12 +37,6 @@ class EcsTaskSettings:
     region_name: str
     execution_role_arn: str | None = None
     task_role_arn: str | None = None
-
-
-def instance_environment(instance: InstanceType, image: str | None) -> dict[str, str]:
-    """The part of :func:`launch.job_environment` every job of this image on this instance type gets (the launch
-    presets); the rest of the job's env goes in the overrides, so definition plus overrides is exactly that env."""
-    return {**preset_environment(image), "TRAINIUM_INSTANCE_TYPE": instance.name}
 
 
 def _name_values(env: dict[str, str]) -> list[dict[str, str]]:
@@ -73,15 +64,15 @@ def ulimits(shape: ContainerShape) -> list[dict[str, Any]]:
     return [{"name": u.name, "softLimit": u.soft, "hardLimit": u.hard} for u in shape.ulimits]
 
 
-def container_definition(instance: InstanceType, settings: EcsTaskSettings) -> dict[str, Any]:
-    shape = container_shape(instance.name)
+def container_definition(plan: ContainerPlan, settings: EcsTaskSettings) -> dict[str, Any]:
+    shape = plan.shape
     return {
         "name": CONTAINER_NAME,
         "image": settings.image,
         "essential": True,
         "cpu": shape.cpu_units,
         "memory": shape.memory_mib,
-        "environment": _name_values(instance_environment(instance, settings.image)),
+        "environment": _name_values(dict(plan.preset_environment)),
         "linuxParameters": linux_parameters(shape),
         "ulimits": ulimits(shape),
         "stopTimeout": STOP_TIMEOUT_SECONDS,
@@ -101,32 +92,35 @@ def content_hash(body: dict[str, Any], length: int = 12) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:length]
 
 
-def task_definition(instance_type: str, settings: EcsTaskSettings) -> dict[str, Any]:
-    """RegisterTaskDefinition arguments for ``instance_type``, ``family`` included."""
-    instance = get_instance_type(instance_type)
-    shape = container_shape(instance.name)
+def task_definition(plan: ContainerPlan, settings: EcsTaskSettings) -> dict[str, Any]:
+    """RegisterTaskDefinition arguments for the plan's layout, ``family`` included."""
+    shape = plan.shape
     body: dict[str, Any] = {
         "requiresCompatibilities": ["EC2"],
         "networkMode": "awsvpc",
         "cpu": str(shape.cpu_units),
         "memory": str(shape.memory_mib),
-        "placementConstraints": [{"type": "memberOf", "expression": f"attribute:ecs.instance-type == {instance.name}"}],
-        "containerDefinitions": [container_definition(instance, settings)],
+        "placementConstraints": [
+            {"type": "memberOf", "expression": f"attribute:ecs.instance-type == {shape.instance_type}"}
+        ],
+        "containerDefinitions": [container_definition(plan, settings)],
     }
     if settings.execution_role_arn:
         body["executionRoleArn"] = settings.execution_role_arn
     if settings.task_role_arn:
         body["taskRoleArn"] = settings.task_role_arn
-    family = f"{FAMILY_PREFIX}-{instance.name.replace('.', '-')}-{content_hash(body)}"
+    family = f"{FAMILY_PREFIX}-{shape.instance_type.replace('.', '-')}-{content_hash(body)}"
     return {"family": family, **body}
 
 
-def container_overrides(spec: JobSpec) -> dict[str, Any]:
-    """RunTask ``overrides``: the launcher's arguments (the image's CMD) and the job env not in the definition."""
-    base = instance_environment(spec.instance, spec.image)
-    env = {k: v for k, v in job_environment(spec).items() if base.get(k) != v}
-    command = launcher_arguments(spec)
-    return {"containerOverrides": [{"name": CONTAINER_NAME, "command": command, "environment": _name_values(env)}]}
+def container_overrides(plan: ContainerPlan) -> dict[str, Any]:
+    """RunTask ``overrides``: the launcher's arguments (the image's CMD) and the run's own environment."""
+    container = {
+        "name": CONTAINER_NAME,
+        "command": list(plan.command),
+        "environment": _name_values(dict(plan.run_environment)),
+    }
+    return {"containerOverrides": [container]}
 
 
 def overrides_size(overrides: dict[str, Any]) -> int:

@@ -1,7 +1,7 @@
 """Local compute: a job's N nodes as N container launchers on this machine, talking over loopback.
 
-Each node runs exactly the argv a training container runs (``neuron.container_contract``: the launcher
-and the arguments ECS and Batch send) with the environment the container gets, plus the local
+Each node renders the job's container plan (``neuron.plan``): exactly the argv a training container runs (the
+launcher and the arguments ECS and Batch send) with the environment the container gets, plus the local
 rendezvous in the neutral contract every backend maps onto (``TRAINIUM_NUM_NODES``, ``TRAINIUM_NODE_RANK``,
 the loopback address as ``TRAINIUM_MAIN_ADDR`` and a free port). So every local job exercises the container's
 entry point. The main rank's output (rank 0) and each
@@ -46,8 +46,8 @@ from airflow_provider_trainium.compute.base import (
     JobStatus,
     LogSink,
 )
-from airflow_provider_trainium.neuron.container_contract import container_argv, container_environment
 from airflow_provider_trainium.neuron.launch import rendezvous_environment
+from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -297,20 +297,22 @@ class LocalBackend(ComputeBackend):
             return spec.with_changes(processes_per_node=self.max_processes_per_node)
         return spec
 
-    def node_environment(self, spec: JobSpec, job_name: str, index: int, port: int, rank_logs: Path) -> dict[str, str]:
+    def node_environment(
+        self, plan: ContainerPlan, job_name: str, index: int, port: int, rank_logs: Path
+    ) -> dict[str, str]:
         """The container's environment for node ``index``, plus the local rendezvous and this machine's essentials."""
         return {
             **inherited_environment(os.environ),
-            **container_environment(spec),
+            **plan.environment,
             "TRAINIUM_JOB_NAME": job_name,
-            "TRAINIUM_JOB_HASH": spec.content_hash(),
-            **rendezvous_environment(spec.nodes, index, LOOPBACK, port),
+            "TRAINIUM_JOB_HASH": plan.spec.content_hash(),
+            **rendezvous_environment(plan.spec.nodes, index, LOOPBACK, port),
             "TRAINIUM_RANK_LOG_DIR": str(rank_logs),
         }
 
-    def node_argv(self, spec: JobSpec) -> list[str]:
+    def node_argv(self, plan: ContainerPlan) -> list[str]:
         """The container argv, with this machine's interpreter for the image's ``python``."""
-        argv = container_argv(spec)
+        argv = list(plan.argv)
         return [self.python, *argv[1:]] if argv[0] == "python" else argv
 
     # -- ComputeBackend ---------------------------------------------------------------------------
@@ -339,11 +341,12 @@ class LocalBackend(ComputeBackend):
         port = free_port()
         job_dir = self.state_dir / "jobs" / handle.job_id
         job_dir.mkdir(parents=True, exist_ok=True)
-        argv = self.node_argv(spec)
+        plan = container_plan(spec, on_trainium=False)  # this machine's CPU: no Trainium peak for MFU
+        argv = self.node_argv(plan)
         nodes: list[_Node] = []
         for index in range(spec.nodes):
             rank_logs = job_dir / f"node{index}"
-            env = self.node_environment(spec, job_name, index, port, rank_logs)
+            env = self.node_environment(plan, job_name, index, port, rank_logs)
             log_path, record_path = job_dir / f"node{index}.log", job_dir / f"node{index}.exit"
             with log_path.open("wb") as out:
                 process = subprocess.Popen(

@@ -40,6 +40,7 @@ from airflow_provider_trainium.image.context import BuildContext
 from airflow_provider_trainium.image.ensure import ImageResult, ensure_image
 from airflow_provider_trainium.neuron.container_contract import docker_argv
 from airflow_provider_trainium.neuron.launch import batch_node_environment
+from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.image.conftest import LocalRegistry, require_tool
 
@@ -196,8 +197,8 @@ def test_the_image_records_the_digest_of_the_base_it_was_built_from(
 def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
     job = spec(1)
     settings = ecs_definitions.EcsTaskSettings(image=IMAGE_TAG, log_group="/trainium/jobs", region_name="us-east-1")
-    (container,) = ecs_definitions.task_definition(job.instance_type, settings)["containerDefinitions"]
-    (override,) = ecs_definitions.container_overrides(job)["containerOverrides"]
+    (container,) = ecs_definitions.task_definition(container_plan(job), settings)["containerDefinitions"]
+    (override,) = ecs_definitions.container_overrides(container_plan(job))["containerOverrides"]
     env = {**names_values(container["environment"]), **names_values(override["environment"])}
     torchrun = run_container(built_image, override["command"], env)
     assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "trainer.loopback_torchrun"]
@@ -210,9 +211,13 @@ def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
 @pytest.mark.parametrize("node", [0, 1])
 def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(built_image: Image, node: int) -> None:
     job = spec(2)
-    definition = batch_definitions.build_job_definition(job, batch_definitions.BatchSettings(region_name="us-east-1"))
+    definition = batch_definitions.build_job_definition(
+        container_plan(job), batch_definitions.BatchSettings(region_name="us-east-1")
+    )
     (node_range,) = definition["nodeProperties"]["nodeRangeProperties"]
-    request = batch_definitions.submit_request(job, job_name="j", job_queue="q", job_definition="d", tags={})
+    request = batch_definitions.submit_request(
+        container_plan(job), job_name="j", job_queue="q", job_definition="d", tags={}
+    )
     (override,) = request["nodeOverrides"]["nodePropertyOverrides"]
     env = {
         **names_values(node_range["container"]["environment"]),

@@ -3,6 +3,7 @@
 import pytest
 
 from airflow_provider_trainium.compute.batch import definitions as defs
+from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 SETTINGS = defs.BatchSettings(region_name="us-east-1", log_group="/trainium/jobs", job_role_arn="arn:role/job")
@@ -30,7 +31,7 @@ LAYOUTS = [("trn1.32xlarge", 4), ("trn1n.32xlarge", 2), ("trn2.48xlarge", 2)]
 def test_multinode_definition_field_by_field(instance_type, nodes):
     chips, efa, cores, vcpus, mem_gib = FACTS[instance_type]
     s = spec(instance_type, nodes)
-    definition = defs.build_job_definition(s, SETTINGS)
+    definition = defs.build_job_definition(container_plan(s), SETTINGS)
 
     assert definition["type"] == "multinode"
     assert definition["jobDefinitionName"].startswith(f"trainium-{instance_type.replace('.', '-')}-{nodes}x-")
@@ -75,7 +76,7 @@ def test_multinode_definition_field_by_field(instance_type, nodes):
     assert retry["evaluateOnExit"][-1] == {"onReason": "*", "action": "EXIT"}
     assert retry["attempts"] > 1
 
-    request = defs.submit_request(s, job_name="j", job_queue="q", job_definition="d", tags={"a": "b"})
+    request = defs.submit_request(container_plan(s), job_name="j", job_queue="q", job_definition="d", tags={"a": "b"})
     (override,) = request["nodeOverrides"]["nodePropertyOverrides"]
     command = override["containerOverrides"]["command"]
     assert command[0].startswith("--")  # the launcher's arguments: the image's ENTRYPOINT is the launcher
@@ -88,7 +89,7 @@ def test_multinode_definition_field_by_field(instance_type, nodes):
 
 @pytest.mark.parametrize("instance_type", ["trn1.2xlarge", "trn1.32xlarge"])
 def test_single_node_job_is_a_container_job_without_efa_or_instance_type(instance_type):
-    definition = defs.build_job_definition(spec(instance_type, 1), SETTINGS)
+    definition = defs.build_job_definition(container_plan(spec(instance_type, 1)), SETTINGS)
     assert definition["type"] == "container" and "nodeProperties" not in definition
     props = definition["containerProperties"]
     # Batch API reference, ContainerProperties.instanceType: not applicable to single-node container jobs
@@ -103,26 +104,26 @@ def test_multi_node_trn1_2xlarge_is_rejected_with_a_clear_error():
         spec("trn1.2xlarge", 2)
     unchecked = JobSpec(name="t", entry_point="m", instance_type="trn1.2xlarge", nodes=2, image=IMAGE)
     with pytest.raises(defs.BatchDefinitionError, match="trn1.2xlarge has no EFA"):
-        defs.build_job_definition(unchecked, SETTINGS)
+        defs.build_job_definition(container_plan(unchecked), SETTINGS)
 
 
 def test_no_image_is_rejected_before_anything_is_built():
     with pytest.raises(defs.BatchDefinitionError, match="no image"):
-        defs.build_job_definition(spec(image=None), SETTINGS)
+        defs.build_job_definition(container_plan(spec(image=None)), SETTINGS)
 
 
 def test_name_is_a_hash_of_content_shared_by_runs_and_changed_by_layout():
-    base = defs.build_job_definition(spec(), SETTINGS)["jobDefinitionName"]
+    base = defs.build_job_definition(container_plan(spec()), SETTINGS)["jobDefinitionName"]
     other_run = spec(output_uri="s3://bucket/runs/2", args=("--x", "2"), env={"TRAINIUM_SEED": "3"})
-    assert defs.build_job_definition(other_run, SETTINGS)["jobDefinitionName"] == base
+    assert defs.build_job_definition(container_plan(other_run), SETTINGS)["jobDefinitionName"] == base
     for changed in (spec(image=IMAGE + "-b"), spec(nodes=8), spec(timeout_seconds=3600)):
-        assert defs.build_job_definition(changed, SETTINGS)["jobDefinitionName"] != base
+        assert defs.build_job_definition(container_plan(changed), SETTINGS)["jobDefinitionName"] != base
 
 
 def test_node_overrides_must_target_the_definitions_node_ranges():
     s = spec()
-    definition = defs.build_job_definition(s, SETTINGS)
-    request = defs.submit_request(s, job_name="j", job_queue="q", job_definition="d", tags={})
+    definition = defs.build_job_definition(container_plan(s), SETTINGS)
+    request = defs.submit_request(container_plan(s), job_name="j", job_queue="q", job_definition="d", tags={})
     request["nodeOverrides"]["nodePropertyOverrides"][0]["targetNodes"] = "0"
     with pytest.raises(defs.BatchDefinitionError, match="NodeOverride targets should match"):
         defs.validate_node_overrides(definition, request)

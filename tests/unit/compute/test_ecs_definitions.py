@@ -15,6 +15,7 @@ from airflow_provider_trainium.compute.ecs.definitions import (
 )
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
+from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium-training:2.31"
@@ -37,7 +38,14 @@ def ecs_shape(operation: str):
     return botocore.session.get_session().get_service_model("ecs").operation_model(operation).input_shape
 
 
-def expected_definition(instance_type: str, chips: int, cpu: int, memory: int, shm: int) -> dict:
+def plan_for(instance_type: str, image: str = IMAGE):
+    """The plan of a one-node job on ``instance_type``: its task definition depends on nothing per run."""
+    return container_plan(
+        JobSpec(name="train", entry_point="trainer.mnist_mlp.train", instance_type=instance_type, image=image)
+    )
+
+
+def expected_definition(instance_type: str, chips: int, cpu: int, memory: int, shm: int, peak: str) -> dict:
     return {
         "requiresCompatibilities": ["EC2"],
         "networkMode": "awsvpc",
@@ -51,7 +59,11 @@ def expected_definition(instance_type: str, chips: int, cpu: int, memory: int, s
                 "essential": True,
                 "cpu": cpu,
                 "memory": memory,
-                "environment": [*BASE_ENV, {"name": "TRAINIUM_INSTANCE_TYPE", "value": instance_type}],
+                "environment": [
+                    *BASE_ENV,
+                    {"name": "TRAINIUM_INSTANCE_TYPE", "value": instance_type},
+                    {"name": "TRAINIUM_PEAK_FLOPS", "value": peak},
+                ],
                 "linuxParameters": {
                     "devices": [
                         {
@@ -85,35 +97,36 @@ def expected_definition(instance_type: str, chips: int, cpu: int, memory: int, s
     }
 
 
-# cpu: vCPUs x 1024 minus one vCPU; memory: minus max(2 GiB, 5 %), whole GiB; shm: 1/8 of the instance.
+# cpu: vCPUs x 1024 minus one vCPU; memory: minus max(2 GiB, 5 %), whole GiB; shm: 1/8 of the instance;
+# peak: one NeuronCore's dense BF16 FLOP/s (Trn1: 190 TFLOPS per chip, 2 cores; Trn2: 667 per chip, 4 cores).
 @pytest.mark.parametrize(
-    ("instance_type", "chips", "cpu", "memory", "shm"),
+    ("instance_type", "chips", "cpu", "memory", "shm", "peak"),
     [
-        ("trn1.2xlarge", 1, 7 * 1024, 30 * 1024, 4 * 1024),  # 8 vCPU, 32 GiB
-        ("trn1.32xlarge", 16, 127 * 1024, 486 * 1024, 64 * 1024),  # 128 vCPU, 512 GiB
-        ("trn2.48xlarge", 16, 191 * 1024, 1945 * 1024, 256 * 1024),  # 192 vCPU, 2 TiB
+        ("trn1.2xlarge", 1, 7 * 1024, 30 * 1024, 4 * 1024, "9.5e+13"),  # 8 vCPU, 32 GiB
+        ("trn1.32xlarge", 16, 127 * 1024, 486 * 1024, 64 * 1024, "9.5e+13"),  # 128 vCPU, 512 GiB
+        ("trn2.48xlarge", 16, 191 * 1024, 1945 * 1024, 256 * 1024, "1.6675e+14"),  # 192 vCPU, 2 TiB
     ],
 )
-def test_task_definition_field_by_field(instance_type, chips, cpu, memory, shm):
-    definition = task_definition(instance_type, SETTINGS)
+def test_task_definition_field_by_field(instance_type, chips, cpu, memory, shm, peak):
+    definition = task_definition(plan_for(instance_type), SETTINGS)
     family = definition.pop("family")
     assert family.startswith(f"trainium-{instance_type.replace('.', '-')}-")
     assert len(family.rsplit("-", 1)[-1]) == 12
-    assert definition == expected_definition(instance_type, chips, cpu, memory, shm)
+    assert definition == expected_definition(instance_type, chips, cpu, memory, shm, peak)
     validate_parameters({"family": family, **definition}, ecs_shape("RegisterTaskDefinition"))
 
 
 def test_family_is_a_content_hash():
-    first = task_definition("trn1.2xlarge", SETTINGS)["family"]
-    assert task_definition("trn1.2xlarge", SETTINGS)["family"] == first
+    first = task_definition(plan_for("trn1.2xlarge"), SETTINGS)["family"]
+    assert task_definition(plan_for("trn1.2xlarge"), SETTINGS)["family"] == first
     other_image = EcsTaskSettings(**{**SETTINGS.__dict__, "image": IMAGE + "-next"})
-    assert task_definition("trn1.2xlarge", other_image)["family"] != first
-    assert task_definition("trn1.32xlarge", SETTINGS)["family"] != first
+    assert task_definition(plan_for("trn1.2xlarge"), other_image)["family"] != first
+    assert task_definition(plan_for("trn1.32xlarge"), SETTINGS)["family"] != first
 
 
 def test_roles_are_left_out_when_the_connection_has_none():
     bare = EcsTaskSettings(image=IMAGE, log_group="/trainium/jobs", region_name="us-east-1")
-    definition = task_definition("trn1.2xlarge", bare)
+    definition = task_definition(plan_for("trn1.2xlarge"), bare)
     assert "executionRoleArn" not in definition and "taskRoleArn" not in definition
 
 
@@ -126,7 +139,7 @@ def test_overrides_carry_node_zero_command_and_the_job_env():
         output_uri="s3://bucket/runs/train",
         image=IMAGE,
     )
-    (container,) = container_overrides(spec)["containerOverrides"]
+    (container,) = container_overrides(container_plan(spec))["containerOverrides"]
     assert container["name"] == "trainer"
     assert container["command"] == launcher_arguments(spec)
     assert "--nproc-per-node=2" in container["command"] and "--nodes=1" in container["command"]
@@ -155,7 +168,7 @@ def test_run_task_request_uses_the_capacity_provider_or_ec2_never_both():
     spec = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=IMAGE)
     tags = {"airflow:dag_id": "dag", "airflow:run_id": "manual__2026-01-01T00:00:00+00:00"}
     with_cp = EcsBackend(config(ecs_capacity_provider="trn1-asg", security_groups=["sg-1"]))
-    request = with_cp.run_task_request(spec, "arn:td", "dag-train-abc", tags)
+    request = with_cp.run_task_request(container_plan(spec), "arn:td", "dag-train-abc", tags)
     assert request["capacityProviderStrategy"] == [{"capacityProvider": "trn1-asg", "weight": 1}]
     assert "launchType" not in request
     assert request["networkConfiguration"] == {
@@ -166,7 +179,7 @@ def test_run_task_request_uses_the_capacity_provider_or_ec2_never_both():
     assert {"key": "trainium:job-name", "value": "dag-train-abc"} in request["tags"]
     validate_parameters(request, ecs_shape("RunTask"))
 
-    ec2 = EcsBackend(config()).run_task_request(spec, "arn:td", "dag-train-abc", tags)
+    ec2 = EcsBackend(config()).run_task_request(container_plan(spec), "arn:td", "dag-train-abc", tags)
     assert ec2["launchType"] == "EC2" and "capacityProviderStrategy" not in ec2
     assert "securityGroups" not in ec2["networkConfiguration"]["awsvpcConfiguration"]
     validate_parameters(ec2, ecs_shape("RunTask"))

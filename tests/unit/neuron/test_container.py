@@ -9,6 +9,7 @@ from airflow_provider_trainium.compute.ecs import definitions as ecs
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.container import container_shape
 from airflow_provider_trainium.neuron.launch import job_environment
+from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "a" * 64
@@ -41,9 +42,10 @@ def _env(pairs: list[dict[str, str]]) -> dict[str, str]:
 @pytest.mark.parametrize("instance_type", sorted(CATALOG))
 def test_ecs_and_batch_render_the_same_single_node_container(instance_type: str) -> None:
     s = spec(instance_type)
-    task = ecs.task_definition(instance_type, ECS_SETTINGS)
+    plan = container_plan(s)
+    task = ecs.task_definition(plan, ECS_SETTINGS)
     c_ecs = task["containerDefinitions"][0]
-    c_batch = batch.build_job_definition(s, BATCH_SETTINGS)["containerProperties"]
+    c_batch = batch.build_job_definition(plan, BATCH_SETTINGS)["containerProperties"]
     requirements = {r["type"]: int(r["value"]) for r in c_batch["resourceRequirements"]}
 
     assert c_ecs["cpu"] == int(task["cpu"]) == requirements["VCPU"] * 1024
@@ -51,10 +53,15 @@ def test_ecs_and_batch_render_the_same_single_node_container(instance_type: str)
     assert c_ecs["linuxParameters"]["sharedMemorySize"] == c_batch["linuxParameters"]["sharedMemorySize"]
     assert _paths(c_ecs["linuxParameters"]["devices"]) == _paths(c_batch["linuxParameters"]["devices"])
     assert c_ecs["ulimits"] == c_batch["ulimits"]
-    # What the container finally sees (definition, then overrides) is launch's job environment on both.
-    ecs_env = {**_env(c_ecs["environment"]), **_env(ecs.container_overrides(s)["containerOverrides"][0]["environment"])}
-    batch_env = {**_env(c_batch["environment"]), **_env(batch.container_overrides(s)["environment"])}
-    assert ecs_env == batch_env == job_environment(s)
+    # Both write the plan's halves in the same places: presets in the definition, the run's own in the overrides.
+    assert _env(c_ecs["environment"]) == _env(c_batch["environment"]) == plan.preset_environment
+    ecs_run = _env(ecs.container_overrides(plan)["containerOverrides"][0]["environment"])
+    assert ecs_run == _env(batch.container_overrides(plan)["environment"]) == plan.run_environment
+    # What the container finally sees (definition, then overrides) is the job's environment plus the MFU peak.
+    assert {**_env(c_ecs["environment"]), **ecs_run} == {
+        **job_environment(s),
+        "TRAINIUM_PEAK_FLOPS": f"{plan.peak_flops:.6g}",
+    }
 
 
 @pytest.mark.parametrize(
@@ -86,7 +93,7 @@ def test_efa_devices_only_when_the_job_spans_nodes(instance_type: str) -> None:
     assert [d.path for d in efa] == [f"/dev/infiniband/uverbs{i}" for i in range(instance.efa_interfaces)]
     assert all(d.mknod for d in efa)
     assert [d.path for d in many.devices if not d.mknod] == [f"/dev/neuron{i}" for i in range(instance.chips)]
-    nodes = batch.build_job_definition(spec(instance_type, 2), BATCH_SETTINGS)["nodeProperties"]
+    nodes = batch.build_job_definition(container_plan(spec(instance_type, 2)), BATCH_SETTINGS)["nodeProperties"]
     rendered = nodes["nodeRangeProperties"][0]["container"]["linuxParameters"]["devices"]
     assert _paths(rendered) == [
         (d.path, frozenset({"READ", "WRITE", "MKNOD"} if d.mknod else {"READ", "WRITE"})) for d in many.devices

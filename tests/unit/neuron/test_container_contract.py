@@ -20,11 +20,10 @@ from airflow_provider_trainium.image.dockerfile import logical_lines
 from airflow_provider_trainium.neuron.container_contract import (
     IMAGE_CMD,
     IMAGE_ENTRYPOINT,
-    container_argv,
-    container_environment,
     docker_argv,
 )
 from airflow_provider_trainium.neuron.launch import batch_node_environment
+from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -82,8 +81,8 @@ BATCH_SPEC = ECS_SPEC.with_changes(nodes=2)
 
 def backend_commands() -> list[tuple[str, JobSpec, list[str], dict[str, str]]]:
     """(label, spec, command a backend sends, node env) for an ECS task and each node of a 2-node Batch job."""
-    ecs = ecs_definitions.container_overrides(ECS_SPEC)["containerOverrides"][0]["command"]
-    batch = batch_definitions.container_overrides(BATCH_SPEC)["command"]
+    ecs = ecs_definitions.container_overrides(container_plan(ECS_SPEC))["containerOverrides"][0]["command"]
+    batch = batch_definitions.container_overrides(container_plan(BATCH_SPEC))["command"]
     nodes = [(f"batch node {i}", BATCH_SPEC, batch, batch_node_environment(2, i, 0, "10.0.3.7")) for i in (0, 1)]
     return [("ecs", ECS_SPEC, ecs, {}), *nodes]
 
@@ -93,8 +92,8 @@ def test_what_ecs_and_batch_send_runs_under_the_dockerfiles_entrypoint(index: in
     label, spec, command, node_env = backend_commands()[index]
     entrypoint, cmd, shell = image_entry(DOCKERFILE.read_text())
     argv = docker_argv(entrypoint, cmd, command, shell=tuple(shell))
-    assert argv == container_argv(spec), f"{label}: the container would run {argv}"
-    done = run_argv(argv, {**container_environment(spec), **node_env})
+    assert argv == list(container_plan(spec).argv), f"{label}: the container would run {argv}"
+    done = run_argv(argv, {**container_plan(spec).environment, **node_env})
     assert done.returncode == 0, f"{label}: {argv} exited {done.returncode}: {done.stderr[-2000:]}"
     torchrun = json.loads(done.stdout)
     assert torchrun[1:3] == ["-m", "torch.distributed.run" if spec.nodes > 1 else "trainer.loopback_torchrun"]

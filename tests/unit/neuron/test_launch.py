@@ -11,11 +11,11 @@ from airflow_provider_trainium.compute.batch import definitions as batch_definit
 from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
 from airflow_provider_trainium.neuron.container_contract import (
     IMAGE_ENTRYPOINT,
-    container_argv,
     docker_argv,
     launcher_arguments,
 )
 from airflow_provider_trainium.neuron.launch import batch_node_environment, job_environment
+from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -41,7 +41,7 @@ def flags(command: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize(("nodes", "instance"), [(1, "trn1.2xlarge"), (2, "trn1.32xlarge"), (4, "trn1n.32xlarge")])
 def test_every_node_runs_torchrun_for_its_rank(nodes, instance):
     s = spec(instance_type=instance, nodes=nodes)
-    argv = container_argv(s)
+    argv = list(container_plan(s).argv)
     assert argv[: len(IMAGE_ENTRYPOINT)] == list(IMAGE_ENTRYPOINT)
     for rank in range(nodes):
         env = {**job_environment(s), **batch_node_environment(nodes, rank, 0, "10.0.0.5")}
@@ -59,10 +59,10 @@ def test_every_node_runs_torchrun_for_its_rank(nodes, instance):
 
 def test_ecs_and_batch_send_exactly_the_launcher_arguments():
     single, multi = spec(instance_type="trn1.32xlarge"), spec(instance_type="trn1.32xlarge", nodes=2)
-    ecs = ecs_definitions.container_overrides(single)["containerOverrides"][0]["command"]
-    batch_single = batch_definitions.container_overrides(single)["command"]
+    ecs = ecs_definitions.container_overrides(container_plan(single))["containerOverrides"][0]["command"]
+    batch_single = batch_definitions.container_overrides(container_plan(single))["command"]
     assert ecs == batch_single == launcher_arguments(single)
-    assert batch_definitions.container_overrides(multi)["command"] == launcher_arguments(multi)
+    assert batch_definitions.container_overrides(container_plan(multi))["command"] == launcher_arguments(multi)
     assert not any(word in ("python", "-m", "trainer.launch") for word in ecs)
 
 
@@ -74,9 +74,9 @@ def test_docker_rule_appends_the_command_to_an_exec_form_entrypoint():
 
 def test_wrapper_and_single_process_jobs():
     compile_spec = spec(wrapper=("neuron_parallel_compile",))
-    command = dry_run(container_argv(compile_spec), {})
+    command = dry_run(list(container_plan(compile_spec).argv), {})
     assert command[0] == "neuron_parallel_compile" and command[2:4] == ["-m", "trainer.loopback_torchrun"]
-    single = dry_run(container_argv(spec(distributed=False)), {})
+    single = dry_run(list(container_plan(spec(distributed=False)).argv), {})
     assert single[1:] == ["-m", "trainer.mnist_mlp.train", "--epochs", "2"]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_trainium.neuron.container_contract import container_argv
 from airflow_provider_trainium.neuron.launch import batch_node_environment, rendezvous_environment
+from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 from trainer import launch
 
@@ -14,7 +14,7 @@ SPEC = JobSpec(name="j", entry_point="trainer.allreduce", instance_type="trn1.32
 
 def torchrun_flags(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:
     """The torchrun flags node ``env`` would exec for ``spec``'s container argv (the image's ENTRYPOINT dropped)."""
-    argv = container_argv(spec)[3:]
+    argv = list(container_plan(spec).argv)[3:]
     command = launch.build_command(argv, env, python="python")
     return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
 
