@@ -34,8 +34,8 @@ def preset_environment(image: str | None) -> dict[str, str]:
     return {name: value for name, value in BASE_ENV.items() if name not in deprecated}
 
 
-def job_environment(spec: JobSpec) -> dict[str, str]:
-    """Environment shared by all nodes: presets, then the spec's own env (which wins)."""
+def layout_environment(spec: JobSpec) -> dict[str, str]:
+    """What every run of this layout and image shares: presets, then what the layout adds (no per-run values)."""
     env = preset_environment(spec.image)
     if not spec.distributed:
         env["NEURON_RT_NUM_CORES"] = "1"
@@ -46,13 +46,24 @@ def job_environment(spec: JobSpec) -> dict[str, str]:
         env.update(LLM_ENV)
     if spec.tensor_parallel_size > 1:
         env["TRAINIUM_TENSOR_PARALLEL_SIZE"] = str(spec.tensor_parallel_size)
+    env["TRAINIUM_INSTANCE_TYPE"] = spec.instance_type
+    return env
+
+
+def run_environment(spec: JobSpec) -> dict[str, str]:
+    """What one run adds: its checkpoint and output locations, then the spec's own env (which wins)."""
+    env: dict[str, str] = {}
     if spec.checkpoint_uri:
         env["TRAINIUM_CHECKPOINT_URI"] = spec.checkpoint_uri
     if spec.output_uri:
         env["TRAINIUM_OUTPUT_URI"] = spec.output_uri
-    env["TRAINIUM_INSTANCE_TYPE"] = spec.instance_type
     env.update(spec.env)
     return env
+
+
+def job_environment(spec: JobSpec) -> dict[str, str]:
+    """Environment shared by all nodes: the layout's, then the run's own (which wins)."""
+    return {**layout_environment(spec), **run_environment(spec)}
 
 
 #: The neutral rendezvous contract ``trainer.launch`` reads. Each backend maps its platform's variables onto it:

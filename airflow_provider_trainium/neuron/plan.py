@@ -20,7 +20,7 @@ peak) for a job that runs on Trainium hardware, none for local compute, which ru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from airflow_provider_trainium.neuron.catalog import InstanceType
 from airflow_provider_trainium.neuron.container import ContainerShape, container_shape
@@ -30,7 +30,7 @@ from airflow_provider_trainium.neuron.container_contract import (
     docker_argv,
     launcher_arguments,
 )
-from airflow_provider_trainium.neuron.launch import job_environment
+from airflow_provider_trainium.neuron.launch import layout_environment, run_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 #: The trainer's MFU denominator (see ``trainer/common/stream.py``): FLOP/s of one rank's NeuronCore.
@@ -67,19 +67,15 @@ def peak_flops_per_core(instance: InstanceType) -> float:
     return instance.peak_bf16_tflops * 1e12 / instance.neuron_cores
 
 
-def _layout_environment(spec: JobSpec, peak_flops: float | None) -> dict[str, str]:
-    env = job_environment(replace(spec, env={}, checkpoint_uri=None, output_uri=None))
-    if peak_flops is not None:
-        env[PEAK_FLOPS_ENV] = f"{peak_flops:.6g}"
-    return env
-
-
 def container_plan(spec: JobSpec, *, on_trainium: bool = True) -> ContainerPlan:
     """The plan of ``spec``'s containers. ``on_trainium`` is False for a backend that runs the job on this
     machine (local compute), whose MFU would otherwise be reported against hardware it does not use."""
     peak = peak_flops_per_core(spec.instance) if on_trainium else None
-    presets = _layout_environment(spec, peak)
-    full = {**job_environment(spec), **({PEAK_FLOPS_ENV: presets[PEAK_FLOPS_ENV]} if peak is not None else {})}
+    presets = layout_environment(spec)
+    if peak is not None:
+        presets[PEAK_FLOPS_ENV] = f"{peak:.6g}"
+    # the plan alone decides the MFU peak: a value in the job's env never replaces it
+    run = {k: v for k, v in run_environment(spec).items() if presets.get(k) != v and k != PEAK_FLOPS_ENV}
     command = tuple(launcher_arguments(spec))
     return ContainerPlan(
         spec=spec,
@@ -87,6 +83,6 @@ def container_plan(spec: JobSpec, *, on_trainium: bool = True) -> ContainerPlan:
         argv=tuple(docker_argv(IMAGE_ENTRYPOINT, IMAGE_CMD, command)),
         shape=container_shape(spec.instance_type, spec.nodes),
         preset_environment=presets,
-        run_environment={k: v for k, v in full.items() if presets.get(k) != v},
+        run_environment=run,
         peak_flops=peak,
     )

@@ -1,0 +1,18 @@
+"""Walk a run's ``compute``/``nodes`` from the operator to SubmitJob and count the rooms it enters."""
+
+from __future__ import annotations
+
+from airflow_provider_trainium.operators.job import NeuronJobOperator
+from tests.integration.batch.test_operator_batch import StateStore, TaskInstanceStandIn
+from tests.integration.submit_walk import record, walk_to
+
+
+def test_the_batch_submit_walk(batch_env):
+    op = NeuronJobOperator(task_id="allreduce", entry_point="trainer.allreduce", compute="batch",
+                           instance_type="trn1.32xlarge", nodes=2)  # fmt: skip
+    context = {"ti": TaskInstanceStandIn(), "task_state_store": StateStore()}
+    client = op.backend_for(op.prepare(context).compute).hook.client
+    op._prepared = None  # walk the whole try, prepare included
+    walk = walk_to(client, "SubmitJob", lambda: op.execute(context))
+    record("batch", walk)
+    assert walk.done and walk.stops[0].endswith("operators.job")
