@@ -94,9 +94,9 @@ ENVIRONMENT: frozenset[str] = frozenset(
 #: Bad input (data, arguments, environment): a retry gives the same failure, so the task is not retried.
 #: Mirrors sysexits' EX_DATAERR.
 EXIT_BAD_INPUT = 65
-#: The all-reduce smoke test summed wrong: the cluster is unhealthy (a plain failure, retried).
+#: The all-reduce smoke test summed wrong: the cluster is unhealthy. Like any other code, a plain failure.
 EXIT_ALLREDUCE_MISMATCH = 2
-#: The evaluation's accuracy is below ``--min-accuracy`` (a plain failure).
+#: The evaluation's accuracy is below ``--min-accuracy``; a plain failure too.
 EXIT_BELOW_THRESHOLD = 3
 EXIT_CODES: Mapping[str, int] = MappingProxyType(
     {name: value for name, value in dict(globals()).items() if name.startswith("EXIT_") and isinstance(value, int)}
