@@ -3,7 +3,7 @@
 The worst case is every node billed for the whole execution timeout: nodes x hourly price x timeout.
 A budget without a timeout has no worst case, so it is refused too (the run could cost anything) unless
 ``allow_over_budget_estimate`` is set; that flag starts either run anyway and leaves the mid-run guard
-as the only stop.
+as the only stop. Both settings are templated operator fields, so they are read here from strings too.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from airflow_provider_trainium.neuron.pricing import Price, price_of
+from airflow_provider_trainium.neuron.spec import JobSpec
 
 
 class OverBudgetError(ValueError):
@@ -29,12 +31,44 @@ class BudgetCheck:
     hourly_usd: float
     timeout_s: float | None
     allowed_over: bool = False
+    nodes: int = 1
+    instance_type: str = ""
 
     @property
     def within(self) -> bool:
         if self.max_cost_usd is None:
             return True
         return self.worst_case_usd is not None and self.worst_case_usd <= self.max_cost_usd
+
+    def summary(self) -> str | None:
+        """The task log's line for a run with a budget (None without one)."""
+        if self.max_cost_usd is None:
+            return None
+        anyway = "" if self.within else ": over budget, started anyway (allow_over_budget_estimate)"
+        return (
+            f"budget ${self.max_cost_usd:.2f}; worst case ${self.worst_case_usd or 0.0:.2f} ({self.nodes} x "
+            f"{self.instance_type} at ${self.hourly_usd / self.nodes:.2f}/h for {(self.timeout_s or 0) / 3600:.4g}h)"
+            f"{anyway}"
+        )
+
+
+def budget_usd(value: Any) -> float | None:
+    """``max_cost_usd`` (templated: it may arrive as a string) as a number, or None for no budget."""
+    if value in (None, "", "None"):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"max_cost_usd must be a number of USD, got {value!r}") from None
+
+
+def over_budget_allowed(value: Any) -> bool:
+    """``allow_over_budget_estimate`` (templated: ``"True"``/``"False"`` from a DAG param) as a bool."""
+    if isinstance(value, str):
+        if value.strip().lower() not in ("true", "false", ""):
+            raise ValueError(f"allow_over_budget_estimate must be true or false, got {value!r}")
+        return value.strip().lower() == "true"
+    return bool(value)
 
 
 def _timeout_seconds(execution_timeout: timedelta | float | None) -> float | None:
@@ -75,7 +109,9 @@ def check_budget(
     hourly = price.usd_per_hour * nodes
     timeout_s = _timeout_seconds(execution_timeout)
     worst = None if timeout_s is None else hourly * timeout_s / 3600
-    check = BudgetCheck(max_cost_usd, worst, hourly, timeout_s, allowed_over=allow_over_budget_estimate)
+    check = BudgetCheck(
+        max_cost_usd, worst, hourly, timeout_s, allow_over_budget_estimate, nodes=nodes, instance_type=instance_type
+    )
     if check.within or allow_over_budget_estimate:
         return check
     layout = f"{nodes} x {instance_type} at ${price.usd_per_hour:.2f}/h (prices of {price.as_of})"
@@ -89,4 +125,24 @@ def check_budget(
         f"worst case ${worst:.2f} exceeds max_cost_usd ${max_cost_usd:.2f}: {layout} x execution_timeout "
         f"{_hours(timeout_s)}. Raise max_cost_usd, shorten execution_timeout to at most "
         f"{_hours(max_cost_usd / hourly * 3600)}, use fewer nodes, or set allow_over_budget_estimate=True"
+    )
+
+
+def check_job_budget(
+    spec: JobSpec,
+    max_cost_usd: Any,
+    allow_over_budget_estimate: Any = False,
+    prices: Mapping[str, Price] | None = None,
+) -> BudgetCheck:
+    """:func:`check_budget` for a job: every node of ``spec`` billed until the job's own timeout stops it.
+
+    ``max_cost_usd`` and ``allow_over_budget_estimate`` are the operator's (templated) settings as given.
+    """
+    return check_budget(
+        spec.nodes,
+        spec.instance_type,
+        float(spec.timeout_seconds),
+        budget_usd(max_cost_usd),
+        over_budget_allowed(allow_over_budget_estimate),
+        prices,
     )

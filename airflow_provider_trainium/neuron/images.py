@@ -65,6 +65,11 @@ def check_image(image: str | None, repository: str, built: Iterable[str] = ()) -
         raise UntrustedImageError(problem)
 
 
+def check_trusted(image: str | None, config: object, built: Iterable[str] = ()) -> None:
+    """The trust rule under a connection (a ``TrainiumConfig``): its repository, or an image the run built."""
+    check_image(image, trusted_repository(config), built)
+
+
 def trusted_repository(config: object) -> str:
     """The repository a ``TrainiumConfig`` trusts, as ``host/name`` ('' when none is configured)."""
     return repository_uri(

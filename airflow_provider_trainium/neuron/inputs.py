@@ -14,7 +14,9 @@ import os
 import posixpath
 from collections.abc import Iterable
 
-ALLOWED_PREFIXES_ENV = "TRAINIUM_ALLOWED_INPUT_PREFIXES"
+from trainer import boundary
+
+ALLOWED_PREFIXES_ENV = boundary.ENV_ALLOWED_INPUT_PREFIXES
 RULE = "bounded inputs: a run reads only under the artifact root, the connection's allowed_input_prefixes"
 
 

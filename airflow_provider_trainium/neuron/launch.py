@@ -8,6 +8,7 @@ to the launcher process it runs on this machine.
 from __future__ import annotations
 
 from airflow_provider_trainium.neuron.spec import JobSpec
+from trainer import boundary
 
 #: Runtime settings every Neuron training job wants (DESIGN.md section 4). torchrun jobs must not set
 #: NEURON_RT_NUM_CORES: torch-neuronx gives each local rank its own core through NEURON_RT_VISIBLE_CORES.
@@ -45,8 +46,8 @@ def layout_environment(spec: JobSpec) -> dict[str, str]:
     if spec.workload == "llm":
         env.update(LLM_ENV)
     if spec.tensor_parallel_size > 1:
-        env["TRAINIUM_TENSOR_PARALLEL_SIZE"] = str(spec.tensor_parallel_size)
-    env["TRAINIUM_INSTANCE_TYPE"] = spec.instance_type
+        env[boundary.ENV_TENSOR_PARALLEL_SIZE] = str(spec.tensor_parallel_size)
+    env[boundary.ENV_INSTANCE_TYPE] = spec.instance_type
     return env
 
 
@@ -54,9 +55,9 @@ def run_environment(spec: JobSpec) -> dict[str, str]:
     """What one run adds: its checkpoint and output locations, then the spec's own env (which wins)."""
     env: dict[str, str] = {}
     if spec.checkpoint_uri:
-        env["TRAINIUM_CHECKPOINT_URI"] = spec.checkpoint_uri
+        env[boundary.ENV_CHECKPOINT_URI] = spec.checkpoint_uri
     if spec.output_uri:
-        env["TRAINIUM_OUTPUT_URI"] = spec.output_uri
+        env[boundary.ENV_OUTPUT_URI] = spec.output_uri
     env.update(spec.env)
     return env
 
@@ -68,7 +69,7 @@ def job_environment(spec: JobSpec) -> dict[str, str]:
 
 #: The neutral rendezvous contract ``trainer.launch`` reads. Each backend maps its platform's variables onto it:
 #: local compute sets these directly; on AWS Batch the launcher maps ``AWS_BATCH_JOB_*`` inside the container.
-RENDEZVOUS_VARIABLES = ("TRAINIUM_NUM_NODES", "TRAINIUM_NODE_RANK", "TRAINIUM_MAIN_ADDR", "TRAINIUM_MAIN_PORT")
+RENDEZVOUS_VARIABLES = boundary.RENDEZVOUS_ENV
 
 
 def rendezvous_environment(
@@ -78,12 +79,12 @@ def rendezvous_environment(
     if not 0 <= node_rank < num_nodes:
         raise ValueError(f"node_rank must be in [0, {num_nodes}), got {node_rank}")
     env = {
-        "TRAINIUM_NUM_NODES": str(num_nodes),
-        "TRAINIUM_NODE_RANK": str(node_rank),
-        "TRAINIUM_MAIN_ADDR": main_address,
+        boundary.ENV_NUM_NODES: str(num_nodes),
+        boundary.ENV_NODE_RANK: str(node_rank),
+        boundary.ENV_MAIN_ADDR: main_address,
     }
     if main_port is not None:
-        env["TRAINIUM_MAIN_PORT"] = str(main_port)
+        env[boundary.ENV_MAIN_PORT] = str(main_port)
     return env
 
 

@@ -32,9 +32,10 @@ from airflow_provider_trainium.neuron.container_contract import (
 )
 from airflow_provider_trainium.neuron.launch import layout_environment, run_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
+from trainer import boundary
 
-#: The trainer's MFU denominator (see ``trainer/common/stream.py``): FLOP/s of one rank's NeuronCore.
-PEAK_FLOPS_ENV = "TRAINIUM_PEAK_FLOPS"
+#: The trainer's MFU denominator: FLOP/s of one rank's NeuronCore.
+PEAK_FLOPS_ENV = boundary.ENV_PEAK_FLOPS
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 from airflow_provider_trainium.neuron.catalog import CATALOG, InstanceType
+from trainer import boundary
 
 Workload = Literal["default", "llm"]
 WORKLOADS: tuple[str, ...] = ("default", "llm")
@@ -36,7 +37,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
 #: What a job's own env may set: Neuron runtime/compiler, XLA and PJRT, libfabric/EFA, the trainer's settings,
 #: plus the AWS connection's credentials and endpoint that local compute hands a trainer reading ``s3://``.
-ENV_PREFIXES: tuple[str, ...] = ("NEURON_", "XLA_", "PJRT_", "FI_", "CCOM_", "TRAINIUM_")
+ENV_PREFIXES: tuple[str, ...] = ("NEURON_", "XLA_", "PJRT_", "FI_", "CCOM_", boundary.ENV_PREFIX)
 ENV_NAMES: frozenset[str] = frozenset(
     {
         "MALLOC_ARENA_MAX", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM",
@@ -44,12 +45,12 @@ ENV_NAMES: frozenset[str] = frozenset(
         "AWS_ENDPOINT_URL",
     }
 )  # fmt: skip
-#: Set by the backends and the launcher for every node; a job's env must never override them.
+#: Set by the backends, the container plan and the launcher for every node; a job's env must never override them.
 ENV_RESERVED: frozenset[str] = frozenset(
     {
-        "TRAINIUM_NUM_NODES", "TRAINIUM_NODE_RANK", "TRAINIUM_MAIN_ADDR", "TRAINIUM_MAIN_PORT",
-        "TRAINIUM_MASTER_ADDR", "TRAINIUM_MASTER_PORT", "TRAINIUM_RANK_LOG_DIR", "TRAINIUM_LAUNCH_DRY_RUN",
-        "TRAINIUM_JOB_NAME", "TRAINIUM_JOB_HASH", "TRAINIUM_INSTANCE_TYPE",
+        *boundary.RENDEZVOUS_ENV, boundary.ENV_LEGACY_MAIN_ADDR, boundary.ENV_LEGACY_MAIN_PORT,
+        boundary.ENV_RANK_LOG_DIR, boundary.ENV_LAUNCH_DRY_RUN, boundary.ENV_JOB_NAME, boundary.ENV_JOB_HASH,
+        boundary.ENV_INSTANCE_TYPE, boundary.ENV_PEAK_FLOPS,
     }
 )  # fmt: skip
 

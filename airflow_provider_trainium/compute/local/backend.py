@@ -49,12 +49,13 @@ from airflow_provider_trainium.compute.base import (
 from airflow_provider_trainium.neuron.launch import rendezvous_environment
 from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
+from trainer import boundary
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
-#: Exit code the trainer uses for bad input (see trainer.common.errors): retrying cannot help.
-EXIT_BAD_INPUT = 65
+#: Exit code the trainer uses for bad input: retrying cannot help.
+EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
 TAIL_LINES = 40
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
 #: Variables of the worker's environment a local trainer keeps; everything else is left behind.
@@ -65,11 +66,10 @@ INHERITED_NAMES = frozenset(
         "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
     }
 )  # fmt: skip
-INHERITED_PREFIXES = ("LC_", "PJRT_", "XLA_", "TPU_", "NEURON_", "TRAINIUM_", "OMP_", "MKL_")
+INHERITED_PREFIXES = ("LC_", "PJRT_", "XLA_", "TPU_", "NEURON_", boundary.ENV_PREFIX, "OMP_", "MKL_")
 #: Set by this backend on every node; never taken from the worker's environment.
 LOCAL_RENDEZVOUS = (
-    "TRAINIUM_NUM_NODES", "TRAINIUM_NODE_RANK", "TRAINIUM_MAIN_ADDR", "TRAINIUM_MAIN_PORT",
-    "TRAINIUM_MASTER_ADDR", "TRAINIUM_MASTER_PORT", "TRAINIUM_RANK_LOG_DIR",
+    *boundary.RENDEZVOUS_ENV, boundary.ENV_LEGACY_MAIN_ADDR, boundary.ENV_LEGACY_MAIN_PORT, boundary.ENV_RANK_LOG_DIR,
 )  # fmt: skip
 LOOPBACK = "127.0.0.1"
 _POLL_SECONDS = 0.05
@@ -304,10 +304,10 @@ class LocalBackend(ComputeBackend):
         return {
             **inherited_environment(os.environ),
             **plan.environment,
-            "TRAINIUM_JOB_NAME": job_name,
-            "TRAINIUM_JOB_HASH": plan.spec.content_hash(),
+            boundary.ENV_JOB_NAME: job_name,
+            boundary.ENV_JOB_HASH: plan.spec.content_hash(),
             **rendezvous_environment(plan.spec.nodes, index, LOOPBACK, port),
-            "TRAINIUM_RANK_LOG_DIR": str(rank_logs),
+            boundary.ENV_RANK_LOG_DIR: str(rank_logs),
         }
 
     def node_argv(self, plan: ContainerPlan) -> list[str]:

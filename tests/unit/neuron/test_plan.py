@@ -11,7 +11,7 @@ from airflow_provider_trainium.compute.ecs import definitions as ecs
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.plan import PEAK_FLOPS_ENV, container_plan, peak_flops_per_core
-from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "b" * 64
 ECS_SETTINGS = ecs.EcsTaskSettings(image=IMAGE, log_group="/trainium/jobs", region_name="us-east-1")
@@ -46,9 +46,12 @@ def test_the_mfu_peak_is_one_neuroncores_share_of_the_instance_on_trainium_only(
     assert local.peak_flops is None and PEAK_FLOPS_ENV not in local.environment
 
 
-def test_the_plan_wins_over_a_peak_smuggled_into_the_job_env() -> None:
-    s = spec(env={PEAK_FLOPS_ENV: "1"})
-    assert container_plan(s).environment[PEAK_FLOPS_ENV] != "1"
+def test_a_job_env_cannot_set_the_peak_and_the_plan_ignores_one_that_slipped_in() -> None:
+    with pytest.raises(JobSpecError, match=PEAK_FLOPS_ENV):
+        spec(env={PEAK_FLOPS_ENV: "1"})
+    unchecked = dataclasses.replace(spec(), env={PEAK_FLOPS_ENV: "1"})
+    assert container_plan(unchecked).environment[PEAK_FLOPS_ENV] != "1"
+    assert PEAK_FLOPS_ENV not in container_plan(unchecked, on_trainium=False).environment
 
 
 def test_a_runs_own_value_for_a_preset_goes_in_the_overrides_and_wins() -> None:
