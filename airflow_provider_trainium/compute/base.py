@@ -25,6 +25,8 @@ LogSink = Callable[[str], None]
 NEURON_PARALLEL_COMPILE = "neuron_parallel_compile"
 #: The job tag (Batch, ECS) and handle detail that record which spec a job runs.
 SPEC_HASH_TAG = "trainium:spec-hash"
+#: One node's billed time: (start, stop) in unix seconds; stop is None while it runs.
+Interval = tuple[float, float | None]
 
 
 class JobState(enum.StrEnum):
@@ -63,10 +65,14 @@ class JobHandle:
 
 @dataclass(frozen=True)
 class JobStatus:
+    """Where a job stands. ``billed_intervals``: what a watch loop saw the platform bill at the job's end (one
+    interval per node and attempt), so its cost needs no second call; None when nobody saw it end."""
+
     state: JobState
     reason: str = ""
     exit_code: int | None = None
     log_tail: tuple[str, ...] = ()
+    billed_intervals: tuple[Interval, ...] | None = None
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> JobStatus:
@@ -81,6 +87,9 @@ class JobEvent:
     receives, whichever backend ran the job, deferred or not.
 
     ``log_tail`` holds the last lines of every node; ``log_streams`` maps node index -> CloudWatch stream.
+    ``billed_intervals`` are the start and stop times the platform reported for every node as the job ended
+    (empty: it never started); None when the loop did not see them (it stopped the job itself, or the event was
+    stored before events carried them), and the cost step then asks the platform.
     """
 
     handle: dict[str, Any]
@@ -89,8 +98,10 @@ class JobEvent:
     exit_code: int | None = None
     log_tail: tuple[str, ...] = ()
     log_streams: dict[str, str] = field(default_factory=dict)
+    billed_intervals: tuple[Interval, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        billed = None if self.billed_intervals is None else [[start, stop] for start, stop in self.billed_intervals]
         return {
             "handle": self.handle,
             "state": self.state.value,
@@ -98,6 +109,7 @@ class JobEvent:
             "exit_code": self.exit_code,
             "log_tail": list(self.log_tail),
             "log_streams": dict(self.log_streams),
+            "billed_intervals": billed,
         }
 
     @classmethod
@@ -110,10 +122,24 @@ class JobEvent:
             exit_code=None if code is None else int(code),
             log_tail=tuple(data.get("log_tail") or ()),
             log_streams={str(k): str(v) for k, v in (data.get("log_streams") or {}).items()},
+            billed_intervals=_intervals(data.get("billed_intervals")),
         )
 
     def status(self) -> JobStatus:
-        return JobStatus(self.state, reason=self.reason, exit_code=self.exit_code, log_tail=self.log_tail)
+        return JobStatus(
+            self.state,
+            reason=self.reason,
+            exit_code=self.exit_code,
+            log_tail=self.log_tail,
+            billed_intervals=self.billed_intervals,
+        )
+
+
+def _intervals(data: Any) -> tuple[Interval, ...] | None:
+    """``[[start, stop], ...]`` read back; None (an event without the field) stays None."""
+    if data is None:
+        return None
+    return tuple((float(start), None if stop is None else float(stop)) for start, stop in data)
 
 
 class JobInputError(ValueError):
@@ -179,11 +205,17 @@ class ComputeBackend(ABC):
         """
         raise NotImplementedError(f"{self.name} jobs are waited on by a trigger")
 
-    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]] | None:
+    def billed_intervals(self, handle: JobHandle) -> list[Interval] | None:
         """Each node's billed (start, stop or None while running) in unix seconds, from the platform's own
         records; None for a backend that bills nothing (its cost is the estimate for the layout)."""
         raise ValueError(f"no cost records for compute backend {self.name!r}")
 
-    def trigger(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> Any:
+    def trigger(
+        self,
+        handle: JobHandle,
+        deadline: float,
+        budget: dict[str, float] | None = None,
+        log_cursor_uri: str | None = None,
+    ) -> Any:
         """A trigger that fires once when the job ends (None: the backend only waits in the worker)."""
         return None

@@ -10,8 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_trainium.compute.cost import COST_PER_HOUR_ENV
+from airflow_provider_trainium.neuron.budget import budget_usd
+from airflow_provider_trainium.neuron.spec import JobSpec
+
 #: The reason given to TerminateJob / StopTask.
 STOP_REASON = "budget exceeded"
+
+
+def watch_budget(max_cost_usd: Any, spec: JobSpec) -> dict[str, float] | None:
+    """What a watch needs to stop a job that passes its budget (``Budget.from_dict``): the budget, and the
+    hourly rate the job's environment carries (its progress line shows the same). None: no budget."""
+    budget = budget_usd(max_cost_usd)
+    if budget is None:
+        return None
+    return {"max_cost_usd": budget, "cost_per_hour_usd": float(spec.env[COST_PER_HOUR_ENV])}
 
 
 @dataclass(frozen=True)

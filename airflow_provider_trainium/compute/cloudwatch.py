@@ -22,8 +22,11 @@ from airflow_provider_trainium.compute.base import LogSink
 TAIL_LINES = 40
 
 
-def cursor_uri(output_uri: str, job_id: str) -> str:
-    """One cursor per job: a retry that submits a new job starts its log from the top."""
+def cursor_uri(output_uri: str | None, job_id: str) -> str | None:
+    """One cursor per job: a retry that submits a new job starts its log from the top. None without an output
+    URI: the position is then kept in memory only."""
+    if not output_uri:
+        return None
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", job_id.rsplit("/", 1)[-1])[:120]
     return f"{output_uri.rstrip('/')}/.trainium/log-cursor-{safe}.json"
 

@@ -1,11 +1,10 @@
-"""What a job cost: instance-hours from the AWS records times the hourly price, and the local estimate.
+"""What a job cost: the node intervals the platform billed times the hourly price, and the local estimate.
 
-Batch bills each node of a multi-node job from its own start to its own stop, so the cost sums the node
-jobs' attempts (``<id>#<i>``); a single-node job sums its attempts; an ECS task runs from ``startedAt`` to
-``stoppedAt``. A job still running is costed up to ``now``: the same call gives the cost so far. Local
-compute costs nothing; its record carries the estimate for the instance layout the run stands in for.
-The record is the ``trainium_cost`` XCom value (see docs/cost.md); the pure functions read describe
-responses, :func:`job_cost` fetches them with the backend's own hook.
+Each backend reads its own platform's intervals (``compute/batch/billing.py``: every attempt of every node
+job; ``compute/ecs/billing.py``: the task's ``startedAt`` to ``stoppedAt``); this module only prices them.
+A job still running is costed up to ``now``: the same call gives the cost so far. Local compute costs
+nothing; its record carries the estimate for the instance layout the run stands in for. The record is the
+``trainium_cost`` XCom value (see docs/cost.md).
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_trainium.compute.base import Interval
 from airflow_provider_trainium.neuron.pricing import Price, load_prices, price_of, prices_for
 
 if TYPE_CHECKING:
@@ -23,58 +23,10 @@ if TYPE_CHECKING:
 
 COST_PER_HOUR_ENV = "TRAINIUM_COST_PER_HOUR_USD"
 COST_IS_ESTIMATE_ENV = "TRAINIUM_COST_IS_ESTIMATE"
-#: (start, stop) in unix seconds; stop is None while it runs.
-Interval = tuple[float, float | None]
-
-
-def _seconds(value: Any) -> float | None:
-    """A describe timestamp as unix seconds: Batch gives epoch milliseconds, boto3's ECS a datetime (or ISO text)."""
-    if value is None:
-        return None
-    if isinstance(value, str):  # a describe response that went through JSON (XCom, trigger events)
-        value = datetime.fromisoformat(value)
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value) / 1000.0
-    raise ValueError(f"not a timestamp: {value!r}")
 
 
 def _iso(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
-
-
-def _interval(record: Mapping[str, Any]) -> Interval | None:
-    start = _seconds(record.get("startedAt"))
-    return None if start is None else (start, _seconds(record.get("stoppedAt")))
-
-
-def batch_job_intervals(job: Mapping[str, Any]) -> list[Interval]:
-    """The intervals one Batch job (or node job) ran: each attempt's, else the job's own start and stop."""
-    attempts = [iv for iv in (_interval(a) for a in job.get("attempts") or []) if iv is not None]
-    if attempts:  # an attempt without its own stop ends with the job, or still runs
-        return [(s, e if e is not None else _seconds(job.get("stoppedAt"))) for s, e in attempts]
-    own = _interval(job)
-    return [own] if own else []
-
-
-def batch_intervals(job: Mapping[str, Any], node_jobs: Iterable[Mapping[str, Any]] = ()) -> list[Interval]:
-    """Every node's intervals of a Batch job: the node jobs' where Batch reports them.
-
-    A multi-node job whose node jobs are not (or no longer) described is counted as ``numNodes`` nodes over
-    the parent's own intervals.
-    """
-    nodes = [iv for node in node_jobs for iv in batch_job_intervals(node)]
-    if nodes:
-        return nodes
-    count = int((job.get("nodeProperties") or {}).get("numNodes") or 1)
-    return batch_job_intervals(job) * count
-
-
-def ecs_intervals(task: Mapping[str, Any]) -> list[Interval]:
-    """An ECS task's one interval: ``startedAt`` (the containers started) to ``stoppedAt``."""
-    own = _interval(task)
-    return [own] if own else []
 
 
 def cost_record(
@@ -129,21 +81,34 @@ def job_cost(
     spec: JobSpec,
     *,
     prices: Mapping[str, Price] | None = None,
-    started_at: float | None = None,
-    stopped_at: float | None = None,
+    billed: Iterable[Interval] | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
-    """The cost record of a submitted job, read from the service that ran it (cost so far while it runs).
+    """The cost record of a submitted job (the cost so far while it runs).
 
-    ``started_at``/``stopped_at`` (unix seconds) are the caller's own clock, used only for local jobs.
+    ``billed``: the intervals the watch loop saw as the job ended (``JobStatus.billed_intervals``); without
+    them the backend asks its platform. A backend that bills nothing is estimated from its handle's
+    ``started_at`` to ``now``. ``prices``: default, the table of the backend's connection.
     """
+    now = time.time() if now is None else now
     config = getattr(backend, "config", None)
     table = prices if prices is not None else (prices_for(config) if config is not None else load_prices())
+    intervals = list(billed) if billed is not None else backend.billed_intervals(handle)
+    if intervals is None:  # a backend that bills nothing: the estimate over its own clock
+        started = handle.details.get("started_at")
+        start = None if started is None else float(started)
+        return local_cost(spec.instance_type, spec.nodes, start, now, table, now)
     price = price_of(spec.instance_type, table)
-    intervals = backend.billed_intervals(handle)
-    if intervals is None:  # a backend that bills nothing: the estimate over the caller's clock
-        return local_cost(spec.instance_type, spec.nodes, started_at, stopped_at, table, now)
     return cost_record(intervals, instance_type=spec.instance_type, nodes=spec.nodes, price=price, now=now)
+
+
+def cost_line(record: Mapping[str, Any]) -> str:
+    """The task log's line for a cost record: the figure, the estimate on local compute, the price date."""
+    estimate = f" (est. ${record['estimate_usd']:.2f} as {record['nodes']} x {record['instance_type']})"
+    return (
+        f"cost: ${record['usd']:.2f}{estimate if record['is_estimate'] else ''}, {record['wall_s']:.0f}s, "
+        f"prices of {record['price_date']}"
+    )
 
 
 def cost_environment(spec: JobSpec, backend_name: str, prices: Mapping[str, Price] | None = None) -> dict[str, str]:
@@ -153,3 +118,9 @@ def cost_environment(spec: JobSpec, backend_name: str, prices: Mapping[str, Pric
         COST_PER_HOUR_ENV: f"{rate:.6g}",
         COST_IS_ESTIMATE_ENV: "1" if backend_name == "local" else "0",
     }
+
+
+def with_cost_environment(spec: JobSpec, backend_name: str, prices: Mapping[str, Price] | None = None) -> JobSpec:
+    """``spec`` with its cost variables set last: the job's own env never overrides the rate its progress line
+    and its budget stop use."""
+    return spec.with_changes(env={**spec.env, **cost_environment(spec, backend_name, prices)})

@@ -40,6 +40,11 @@ def run_images(context: Any, dag: Any) -> list[RunImage]:
     return found
 
 
+def built_references(context: Any, dag: Any) -> list[str]:
+    """The ``repository@sha256:...`` of every image this run built: trusted as built (``neuron.images``)."""
+    return [image.reference for image in run_images(context, dag)]
+
+
 def image_lineage(context: Any, dag: Any, image: str | None = None) -> dict[str, Any]:
     """``{"image", "base_digest"}`` of the image that trained the model; empty when the run built none.
 

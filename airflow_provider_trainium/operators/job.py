@@ -2,14 +2,15 @@
 
 The operator validates the spec before anything paid starts, names the job deterministically from the
 task instance so a retry attaches to (or skips) the job an earlier try started, and waits in the worker
-(local) or in the triggerer (ECS, Batch). It never names a backend: it asks the one it resolved what it
-can do (``defers``, ``runs_image``, ``check``, its job environment), and leaves attach-or-submit to
-``compute.attach``.
+(local) or in the triggerer (ECS, Batch). It only sequences: prepare, the pre-submit checks, attach or
+submit, defer or wait, finish. It never names a backend: it asks the one it resolved what it can do
+(``defers``, ``runs_image``, ``check``, its job environment), leaves attach-or-submit to ``compute.attach``,
+and what things cost, what a budget allows and which images are trusted to the domain modules
+(``neuron.budget``, ``neuron.pricing``, ``compute.cost``, ``compute.budget``, ``neuron.images``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from airflow_provider_trainium.compute.attach import Attached, find_or_submit
 from airflow_provider_trainium.compute.backends import all_links, backend_links, backends
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobInputError, JobState, JobStatus
 from airflow_provider_trainium.compute.budget import STOP_REASON as BUDGET_STOP_REASON
+from airflow_provider_trainium.compute.budget import watch_budget
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
@@ -151,7 +153,6 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.max_cost_usd = max_cost_usd
         self.allow_over_budget_estimate = allow_over_budget_estimate
         self._config: TrainiumConfig | None = None
-        self._prices: dict[str, Any] | None = None
         self._node_count: int | None = None
         self._prepared: PreparedJob | None = None
         self._backend: ComputeBackend | None = None
@@ -216,51 +217,16 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             output_uri=self.output_uri or prefix,
             wrapper=self.wrapper(backend),
         )
-        from airflow_provider_trainium.compute.cost import cost_environment
+        from airflow_provider_trainium.compute.cost import with_cost_environment
+        from airflow_provider_trainium.neuron.pricing import prices_for
 
-        # set last: the job's own env never overrides the rate its progress line and budget stop use
-        cost_env = cost_environment(spec, backend.name, self.prices())
-        # MFU only means something against the device the job runs on: not on a laptop's CPU
-        peak_env = self.peak_flops_env(spec) if backend.runs_image else {}
-        return dataclasses.replace(spec, env={**spec.env, **cost_env, **peak_env}).validate()
-
-    @staticmethod
-    def peak_flops_env(spec: JobSpec) -> dict[str, str]:
-        """``TRAINIUM_PEAK_FLOPS``: one NeuronCore's dense BF16 peak, the denominator of the trainer's MFU."""
-        from airflow_provider_trainium.neuron.catalog import get_instance_type
-
-        instance = get_instance_type(spec.instance_type)
-        per_core = instance.peak_bf16_tflops * 1e12 / instance.neuron_cores
-        return {"TRAINIUM_PEAK_FLOPS": f"{per_core:.6g}"}
-
-    def prices(self) -> dict[str, Any]:
-        """The price table: the built-in one with the ``trainium`` connection's overrides (read once per try)."""
-        if self._prices is None:
-            from airflow_provider_trainium.neuron.pricing import prices_for
-
-            self._prices = prices_for(self.config())
-        return self._prices
-
-    def budget(self) -> float | None:
-        """``max_cost_usd`` (templated: it may arrive as a string) as a number, or None for no budget."""
-        if self.max_cost_usd in (None, "", "None"):
-            return None
-        try:
-            return float(self.max_cost_usd)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ValueError(f"max_cost_usd must be a number of USD, got {self.max_cost_usd!r}") from None
+        return with_cost_environment(spec, backend.name, prices_for(config)).validate()
 
     def _nodes(self) -> int:
         """``nodes`` (templated: it may arrive as a string) as an int, converted once per try."""
         if self._node_count is None:
             self._node_count = _int(self.nodes, "nodes")
         return self._node_count
-
-    def built_images(self, context: Context) -> list[str]:
-        """The images ``NeuronImageBuildOperator`` tasks of this DAG returned in this run: trusted as built."""
-        from airflow_provider_trainium.image.run_images import run_images
-
-        return [image.reference for image in run_images(context, self.dag if self.has_dag() else None)]
 
     # -- preparing a try ------------------------------------------------------------------------------
     def config(self) -> TrainiumConfig:
@@ -280,9 +246,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def check_trusted_image(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """An image-running backend only gets an image from the trusted repository or built by this DAG."""
         if backend.runs_image:
-            from airflow_provider_trainium.neuron.images import check_image, trusted_repository
+            from airflow_provider_trainium.image.run_images import built_references
+            from airflow_provider_trainium.neuron.images import check_trusted
 
-            check_image(prepared.spec.image, trusted_repository(self.config()), self.built_images(context))
+            built = built_references(context, self.dag if self.has_dag() else None)
+            check_trusted(prepared.spec.image, self.config(), built)
 
     def check_neuron_driver(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The hosts' Neuron driver must accept the image's Neuron runtime, or ``nrt_init()`` fails on the paid
@@ -307,40 +275,16 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         """The backend's own checks (storage, queue, layout), before any API call."""
         backend.check(prepared.spec)
 
-    def over_budget_allowed(self) -> bool:
-        """``allow_over_budget_estimate`` (templated: ``"True"``/``"False"`` from a DAG param) as a bool."""
-        value = self.allow_over_budget_estimate
-        if isinstance(value, str):
-            if value.strip().lower() not in ("true", "false", ""):
-                raise ValueError(f"allow_over_budget_estimate must be true or false, got {value!r}")
-            return value.strip().lower() == "true"
-        return bool(value)
-
-    def budget_limit(self, prepared: PreparedJob) -> dict[str, float] | None:
-        """What the wait needs to stop a job that passes its budget: the budget and the job's hourly rate."""
-        from airflow_provider_trainium.compute.cost import COST_PER_HOUR_ENV
-
-        budget = self.budget()
-        if budget is None:
-            return None
-        return {"max_cost_usd": budget, "cost_per_hour_usd": float(prepared.spec.env[COST_PER_HOUR_ENV])}
-
     def check_budget(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The worst case (every node billed until the job's own timeout stops it) must fit ``max_cost_usd``."""
-        from airflow_provider_trainium.neuron.budget import check_budget
+        from airflow_provider_trainium.neuron.budget import check_job_budget
+        from airflow_provider_trainium.neuron.pricing import prices_for
 
-        spec = prepared.spec
-        check = check_budget(
-            spec.nodes, spec.instance_type, float(spec.timeout_seconds), self.budget(),
-            self.over_budget_allowed(), self.prices(),
-        )  # fmt: skip
-        if check.max_cost_usd is not None:
-            self.log.info(
-                "budget $%.2f; worst case $%.2f (%d x %s at $%.2f/h for %.4gh)%s",
-                check.max_cost_usd, check.worst_case_usd or 0.0, spec.nodes, spec.instance_type,
-                check.hourly_usd / spec.nodes, (check.timeout_s or 0) / 3600,
-                "" if check.within else ": over budget, started anyway (allow_over_budget_estimate)",
-            )  # fmt: skip
+        prices = prices_for(self.config())
+        check = check_job_budget(prepared.spec, self.max_cost_usd, self.allow_over_budget_estimate, prices)
+        summary = check.summary()
+        if summary:
+            self.log.info("%s", summary)
 
     def pre_submit_checks(self) -> list[PreSubmitCheck]:
         """Every check of the prepared job that runs before find-or-submit; a subclass appends its own."""
@@ -401,7 +345,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
         Also forgets what an earlier try prepared (an operator object may serve several tries).
         """
-        self._config, self._prices, self._node_count, self._prepared, self._result = None, None, None, None, _UNSET
+        self._config, self._node_count, self._prepared, self._result = None, None, None, _UNSET
         push_record(context)
         super().pre_execute(context)
 
@@ -419,12 +363,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         store = context.get("task_state_store")
         if store is not None:
             store.set(self.external_id_key, handle.to_dict())
-        trigger = backend.trigger(handle, time.time() + self.job_timeout().total_seconds(), self.budget_limit(prepared))
-        if hasattr(trigger, "log_cursor_uri") and prepared.spec.output_uri:
-            from airflow_provider_trainium.compute.cloudwatch import cursor_uri
-
-            # a restarted triggerer resumes each log stream where this trigger stopped
-            trigger.log_cursor_uri = cursor_uri(prepared.spec.output_uri, handle.job_id)
+        deadline = time.time() + self.job_timeout().total_seconds()
+        budget = watch_budget(self.max_cost_usd, prepared.spec)
+        trigger = backend.trigger(handle, deadline, budget, self.log_cursor(prepared, handle))
         # the trigger fires at its own deadline first; Airflow's timeout is only the backstop
         self.defer(
             trigger=trigger,
@@ -432,6 +373,13 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             kwargs={"prepared": prepared.to_dict()},
             timeout=self.job_timeout() + DEFER_GRACE,
         )
+
+    @staticmethod
+    def log_cursor(prepared: PreparedJob, handle: JobHandle) -> str | None:
+        """Where the wait keeps how far it read the job's log, so a restarted triggerer or worker resumes it."""
+        from airflow_provider_trainium.compute.cloudwatch import cursor_uri
+
+        return cursor_uri(prepared.spec.output_uri, handle.job_id)
 
     # -- ResumableJobMixin (the worker-side wait) ---------------------------------------------------------
     def submit_job(self, context: Context) -> Any:
@@ -454,9 +402,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.remember(context, handle)
         status = backend.status(handle)
         if not status.state.terminal:
-            status = backend.wait(
-                handle, self.log.info, self.job_timeout().total_seconds(), self.budget_limit(prepared)
-            )
+            from airflow_provider_trainium.compute.watch import wait_for
+
+            budget = watch_budget(self.max_cost_usd, prepared.spec)
+            timeout = self.job_timeout().total_seconds()
+            status = wait_for(backend, handle, self.log.info, timeout, budget, self.log_cursor(prepared, handle))
         self._result = self.finish(context, prepared.spec, handle, status)
         return self._result
 
@@ -477,35 +427,29 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.remember(context, handle, event.get("log_streams"))  # pre_execute reset the link record
         return self.finish(context, job.spec, handle, JobStatus.from_event(event))
 
-    def record_cost(self, context: Context, spec: JobSpec, handle: JobHandle) -> dict[str, Any] | None:
-        """Push what the job cost (``trainium_cost``): from the service's own start and stop times on AWS, 0
-        plus the estimate for the instance layout on local compute. A cost that cannot be read never fails
-        the task."""
-        from airflow_provider_trainium.compute.cost import job_cost
+    def record_cost(
+        self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus | None = None
+    ) -> dict[str, Any] | None:
+        """Push what the job cost (``trainium_cost``, see ``compute.cost.job_cost``): from what the wait saw the
+        platform bill, else from the platform's records. A cost that cannot be read never fails the task."""
+        from airflow_provider_trainium.compute.cost import cost_line, job_cost
+        from airflow_provider_trainium.neuron.pricing import prices_for
 
         try:
             backend = self.backend_for(self.prepare(context).compute)
-            started = handle.details.get("started_at")
-            record = job_cost(
-                backend, handle, spec, prices=self.prices(),
-                started_at=float(started) if started is not None else None,
-                stopped_at=time.time(),
-            )  # fmt: skip
+            billed = status.billed_intervals if status is not None else None
+            record = job_cost(backend, handle, spec, prices=prices_for(self.config()), billed=billed)
         except Exception as err:  # noqa: BLE001 - the bill is information; the job's result stands
             self.log.warning("the cost of job %s could not be read: %s", handle.job_id, err)
             return None
         context["ti"].xcom_push(key="trainium_cost", value=record)
-        estimate = f" (est. ${record['estimate_usd']:.2f} as {spec.nodes} x {spec.instance_type})"
-        self.log.info(
-            "cost: $%.2f%s, %.0fs, prices of %s",
-            record["usd"], estimate if record["is_estimate"] else "", record["wall_s"], record["price_date"],
-        )  # fmt: skip
+        self.log.info("%s", cost_line(record))
         return record
 
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
         from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-        self.record_cost(context, spec, handle)
+        self.record_cost(context, spec, handle, status)
         if status.state is JobState.SUCCEEDED:
             return self.on_success(context, spec, handle)
         tail = "\n".join(status.log_tail[-30:])

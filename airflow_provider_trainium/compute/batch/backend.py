@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_trainium.compute.base import (
     SPEC_HASH_TAG,
     ComputeBackend,
+    Interval,
     JobHandle,
     JobInputError,
     JobState,
@@ -199,22 +200,23 @@ class BatchBackend(WatchedBackend, ComputeBackend):
     def cancel(self, handle: JobHandle, reason: str) -> None:
         self.hook.client.terminate_job(jobId=handle.job_id, reason=f"{CANCEL_PREFIX}{reason}")
 
-    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]]:
+    def billed_intervals(self, handle: JobHandle) -> list[Interval]:
         """Every attempt of every node job (``<id>#i``) of a multi-node job, or the job's own attempts."""
-        from airflow_provider_trainium.compute.cost import batch_intervals
+        from airflow_provider_trainium.compute.batch.billing import described_intervals
 
-        jobs = self.hook.describe_jobs([handle.job_id])
-        if not jobs:
-            raise ValueError(f"AWS Batch does not know job {handle.job_id}: its cost cannot be read")
-        node_count = int((jobs[0].get("nodeProperties") or {}).get("numNodes") or 0)
-        node_jobs = self.hook.describe_jobs([f"{handle.job_id}#{i}" for i in range(node_count)]) if node_count else []
-        return batch_intervals(jobs[0], node_jobs)
+        return described_intervals(self.hook.describe_jobs, handle.job_id)
 
     #: The trigger shell the triggerer runs this backend's watch loop in.
     trigger_classpath = "airflow_provider_trainium.triggers.batch.TrainiumBatchJobTrigger"
 
-    def watch(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> BatchJobWatch:
-        """The watch loop of ``handle``: the trigger's kwargs, runnable in any process."""
+    def watch(
+        self,
+        handle: JobHandle,
+        deadline: float,
+        budget: dict[str, float] | None = None,
+        log_cursor_uri: str | None = None,
+    ) -> BatchJobWatch:
+        """The watch loop of ``handle``: what the trigger serializes, runnable in any process."""
         return BatchJobWatch(
             handle=handle.to_dict(),
             deadline=deadline,
@@ -224,6 +226,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
             log_group=handle.details.get("log_group") or self.settings.log_group,
             poll_interval=self.poll_interval,
             log_interval=self.log_interval,
+            log_cursor_uri=log_cursor_uri,
             budget=budget,
         )
 

@@ -122,6 +122,10 @@ class BatchJobPoller:
     def _sleep_time(self, delay: float) -> float:
         return delay * random.uniform(1 - self.jitter, 1 + self.jitter)
 
+    async def describe(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Descriptions of ``ids`` now, outside the shared rounds: a watch's one last look as its job ends."""
+        return await self._describe(list(dict.fromkeys(ids)))
+
     async def _describe(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         client = await self.client("batch")
         found: dict[str, dict[str, Any]] = {}

@@ -2,7 +2,9 @@
 
 The same loop runs in the triggerer (``TrainiumBatchJobTrigger``) and in the worker (non-deferred wait).
 It reads the CloudWatch stream of every node of the job (not only the main node's), stops the job at its
-absolute deadline or when its budget runs out, and ends with exactly one :class:`JobEvent`.
+absolute deadline or when its budget runs out, and ends with exactly one :class:`JobEvent`. An event for a job
+that ended carries what Batch billed each node (``billed_intervals``), read from the descriptions the loop
+has, so the job's cost needs no call of its own.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_trainium.compute.base import JobEvent, JobState, LogSink
+from airflow_provider_trainium.compute.base import Interval, JobEvent, JobState, LogSink
+from airflow_provider_trainium.compute.batch.billing import batch_intervals
 from airflow_provider_trainium.compute.batch.poller import BatchJobPoller
 from airflow_provider_trainium.compute.batch.status import (
     CANCEL_PREFIX,
@@ -94,12 +97,8 @@ class BatchJobWatch:
                         log_delay = min(log_delay * 2, MAX_LOG_DELAY)
                     next_logs = time.monotonic() + log_delay
                 if state.terminal:
-                    if nodes and self._streams_missing(logs):
-                        # one last look at the node jobs, so the tail covers every node
-                        self._learn_streams(job, await poller.next_round(nodes), logs)
-                        with contextlib.suppress(Exception):
-                            await logs.fetch(await poller.client("logs"))
-                    yield self._event(state, str(job.get("statusReason", "")), exit_code(job), logs)
+                    billed = await self._final_look(job, found, nodes, poller, logs)
+                    yield self._event(state, str(job.get("statusReason", "")), exit_code(job), logs, billed)
                     return
                 over = self._over_budget(job, found)
                 if over:
@@ -108,6 +107,29 @@ class BatchJobWatch:
                     return
         finally:
             poller.unwatch(self.job_id)
+
+    async def _final_look(
+        self,
+        job: dict[str, Any],
+        found: dict[str, dict[str, Any]],
+        nodes: list[str],
+        poller: BatchJobPoller,
+        logs: NodeLogs,
+    ) -> list[Interval] | None:
+        """What Batch billed the ended job; first one call for its node jobs when this round lacks them (each
+        node is billed from its own start to its own stop) or a node's stream is still unknown, so the tail
+        covers every node. None when that call fails: the cost step then asks Batch itself."""
+        if nodes and (any(n not in found for n in nodes) or self._streams_missing(logs)):
+            try:
+                found = {**found, **await poller.describe(nodes)}
+            except Exception:  # noqa: BLE001 - the job's end stands; only its bill is left to the cost step
+                return None
+            known = len(logs.streams)
+            self._learn_streams(job, found, logs)
+            if self.stream_logs and len(logs.streams) > known:
+                with contextlib.suppress(Exception):
+                    await logs.fetch(await poller.client("logs"))
+        return batch_intervals(job, [found[n] for n in nodes if n in found])
 
     def _start(self, job: dict[str, Any], found: dict[str, dict[str, Any]]) -> float | None:
         """When the job started running: its own ``startedAt``, else the earliest of its node jobs'."""
@@ -122,7 +144,9 @@ class BatchJobWatch:
             return None
         return self._budget.exceeded(self._start(job, found), time.time())
 
-    def _event(self, state: JobState, reason: str, code: int | None, logs: NodeLogs) -> JobEvent:
+    def _event(
+        self, state: JobState, reason: str, code: int | None, logs: NodeLogs, billed: list[Interval] | None = None
+    ) -> JobEvent:
         return JobEvent(
             handle=self.handle,
             state=state,
@@ -130,6 +154,7 @@ class BatchJobWatch:
             exit_code=code,
             log_tail=tuple(logs.tail),
             log_streams={str(k): v for k, v in sorted(logs.streams.items())},
+            billed_intervals=None if billed is None else tuple(billed),
         )
 
     def _streams_missing(self, logs: NodeLogs) -> bool:

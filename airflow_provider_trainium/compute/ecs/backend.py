@@ -17,6 +17,7 @@ from typing import Any
 from airflow_provider_trainium.compute.base import (
     SPEC_HASH_TAG,
     ComputeBackend,
+    Interval,
     JobHandle,
     JobInputError,
     JobState,
@@ -241,9 +242,9 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     def cancel(self, handle: JobHandle, reason: str) -> None:
         self.hook.conn.stop_task(cluster=handle.details["cluster"], task=handle.job_id, reason=reason[:255])
 
-    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]]:
+    def billed_intervals(self, handle: JobHandle) -> list[Interval]:
         """The task's ``startedAt`` to ``stoppedAt``."""
-        from airflow_provider_trainium.compute.cost import ecs_intervals
+        from airflow_provider_trainium.compute.ecs.billing import ecs_intervals
 
         tasks = self.hook.describe_tasks(handle.details["cluster"], [handle.job_id])
         if not tasks:
@@ -253,8 +254,14 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     #: The trigger shell the triggerer runs this backend's watch loop in.
     trigger_classpath = "airflow_provider_trainium.triggers.ecs.TrainiumEcsTaskTrigger"
 
-    def watch(self, handle: JobHandle, deadline: float, budget: dict[str, float] | None = None) -> EcsTaskWatch:
-        """The watch loop of ``handle``: the trigger's kwargs, runnable in any process."""
+    def watch(
+        self,
+        handle: JobHandle,
+        deadline: float,
+        budget: dict[str, float] | None = None,
+        log_cursor_uri: str | None = None,
+    ) -> EcsTaskWatch:
+        """The watch loop of ``handle``: what the trigger serializes, runnable in any process."""
         return EcsTaskWatch(
             handle=handle.to_dict(),
             deadline=deadline,
@@ -262,5 +269,6 @@ class EcsBackend(WatchedBackend, ComputeBackend):
             region_name=self.region_name,
             poll_interval=self.poll_interval_seconds,
             placement_timeout=self.placement_timeout_seconds,
+            log_cursor_uri=log_cursor_uri,
             budget=budget,
         )

@@ -3,7 +3,9 @@
 The same loop runs in the triggerer (``TrainiumEcsTaskTrigger``) and in the worker (non-deferred wait).
 It ends when the task stops; it stops the task first when the absolute deadline passes (a task past its
 deadline is money spent on nothing), when the task has not started within the placement timeout (no
-capacity, no instance with the devices: stopped, not waited on forever) or when its budget runs out.
+capacity, no instance with the devices: stopped, not waited on forever) or when its budget runs out. The
+event for a task that stopped carries its ``startedAt`` to ``stoppedAt`` (``billed_intervals``) from the
+last DescribeTasks, so its cost needs no call of its own.
 """
 
 from __future__ import annotations
@@ -14,21 +16,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_trainium.compute.base import JobEvent, JobState, JobStatus, LogSink
+from airflow_provider_trainium.compute.base import Interval, JobEvent, JobState, JobStatus, LogSink
 from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
 from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs
+from airflow_provider_trainium.compute.ecs.billing import ecs_intervals, epoch
 from airflow_provider_trainium.compute.ecs.status import NOT_STARTED, STOPPED, task_status
 
 STOP_CALL_TIMEOUT = 30.0
-
-
-def epoch(value: Any) -> float | None:
-    """ECS times come back as a datetime (boto) or epoch seconds (raw JSON)."""
-    if value is None:
-        return None
-    if hasattr(value, "timestamp"):
-        return float(value.timestamp())
-    return float(value)
 
 
 @dataclass
@@ -82,7 +76,7 @@ class EcsTaskWatch:
         logs.learn(0, self.details.get("log_stream") if self.details.get("log_group") else None)
         return logs
 
-    def _event(self, status: JobStatus, logs: NodeLogs) -> JobEvent:
+    def _event(self, status: JobStatus, logs: NodeLogs, billed: list[Interval] | None = None) -> JobEvent:
         return JobEvent(
             handle=self.handle,
             state=status.state,
@@ -90,6 +84,7 @@ class EcsTaskWatch:
             exit_code=status.exit_code,
             log_tail=tuple(logs.tail),
             log_streams={str(k): v for k, v in sorted(logs.streams.items())},
+            billed_intervals=None if billed is None else tuple(billed),
         )
 
     async def _describe(self, ecs: Any) -> dict[str, Any] | None:
@@ -129,7 +124,7 @@ class EcsTaskWatch:
                 status = task_status(task)
                 if status.state.terminal:
                     await logs.fetch(cloudwatch)  # what the log driver flushed on exit
-                    yield self._event(status, logs)
+                    yield self._event(status, logs, ecs_intervals(task))
                     return
                 now = time.time()
                 if now >= self.deadline:

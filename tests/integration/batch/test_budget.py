@@ -55,4 +55,4 @@ def test_the_budget_travels_with_the_deferred_trigger(batch_env):
     backend = batch_env.backend()
     handle = backend.submit(spec(), "job-deferred", TAGS)
     _, kwargs = backend.trigger(handle, time.time() + 600, budget=BUDGET).serialize()
-    assert kwargs["budget"] == BUDGET
+    assert kwargs["watch"]["budget"] == BUDGET

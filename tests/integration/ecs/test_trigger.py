@@ -88,8 +88,8 @@ def test_serialises_to_an_equal_trigger(ecs_world, task_progress):
     module, name = path.rsplit(".", 1)
     again = getattr(importlib.import_module(module), name)(**kwargs)
     assert again.serialize() == (path, kwargs)
-    assert kwargs["handle"]["details"]["cluster"] == ecs_world.cluster
-    assert kwargs["aws_conn_id"] == ecs_world.aws_conn_id
+    assert kwargs["watch"]["handle"]["details"]["cluster"] == ecs_world.cluster
+    assert kwargs["watch"]["aws_conn_id"] == ecs_world.aws_conn_id
 
 
 def test_worker_path_waits_with_the_same_loop(ecs_world, task_progress):

@@ -1,18 +1,23 @@
-"""A restarted trigger resumes each CloudWatch stream where the last one stopped: no line twice, none lost.
+"""A restarted wait resumes each CloudWatch stream where the last one stopped: no line twice, none lost.
 
 The triggers read the moto server's CloudWatch Logs; the "restart" drops the trigger mid-stream and builds
-a new one from its serialized kwargs, as a triggerer does after it restarts.
+a new one from its serialized kwargs, as a triggerer does after it restarts (also from a row stored before
+triggers serialized their watch loop). A worker-side wait (``deferrable=False``) keeps the same cursor, so a
+task that waits in the worker after a deferred try resumes the log there too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs, cursor_uri
+from airflow_provider_trainium.compute.watch import watch_kwargs
 from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from tests.conftest import MOTO_REGION
@@ -48,7 +53,13 @@ def ecs_trigger(aws_conn_id: str, stream: str, cursor: str) -> TrainiumEcsTaskTr
         "job_name": "train",
         "details": {"cluster": "trainium", "log_group": GROUP, "log_stream": stream},
     }
-    return TrainiumEcsTaskTrigger(handle, time.time() + 600, aws_conn_id, MOTO_REGION, log_cursor_uri=cursor)
+    return TrainiumEcsTaskTrigger(
+        handle=handle,
+        deadline=time.time() + 600,
+        aws_conn_id=aws_conn_id,
+        region_name=MOTO_REGION,
+        log_cursor_uri=cursor,
+    )
 
 
 @pytest.fixture
@@ -56,7 +67,8 @@ def now_ms() -> int:
     return int(time.time() * 1000) - 60_000
 
 
-def test_restarted_ecs_trigger_emits_no_line_twice(aws_conn_id, now_ms):
+@pytest.mark.parametrize("row", ["watch", "fields as kwargs"])
+def test_restarted_ecs_trigger_emits_no_line_twice(aws_conn_id, now_ms, row):
     client = logs_client(aws_conn_id)
     client.create_log_group(logGroupName=GROUP)
     client.create_log_stream(logGroupName=GROUP, logStreamName="trainer/abc")
@@ -74,7 +86,9 @@ def test_restarted_ecs_trigger_emits_no_line_twice(aws_conn_id, now_ms):
 
     write(client, "trainer/abc", [(now_ms + 1, "epoch 2 c"), (now_ms + 2, "epoch 3")])
     classpath, kwargs = first.serialize()
-    assert classpath.endswith("TrainiumEcsTaskTrigger") and kwargs["log_cursor_uri"] == cursor
+    assert classpath.endswith("TrainiumEcsTaskTrigger") and kwargs["watch"]["log_cursor_uri"] == cursor
+    if row == "fields as kwargs":  # what a triggerer stored before triggers serialized their watch loop
+        kwargs = watch_kwargs(first.watch())
     restarted = TrainiumEcsTaskTrigger(**kwargs)  # the triggerer restarted: a new trigger from the stored kwargs
     after: list[str] = []
     asyncio.run(_with_logs(aws_conn_id, restarted.watch().follower(after.append).fetch))
@@ -98,7 +112,8 @@ def test_restarted_batch_trigger_resumes_every_node(aws_conn_id, now_ms, tmp_pat
     )
 
     def node_logs(t: TrainiumBatchJobTrigger, seen: list[str]) -> NodeLogs:
-        logs = NodeLogs(t.log_group, seen.append, LogCursor(t.log_cursor_uri, t.aws_conn_id))
+        watch = t.watch()
+        logs = NodeLogs(watch.log_group, seen.append, LogCursor(watch.log_cursor_uri, watch.aws_conn_id))
         for node in (0, 1):
             logs.learn(node, f"job/node-{node}")
         return logs
@@ -126,3 +141,57 @@ def test_without_a_cursor_location_a_new_trigger_starts_from_the_top(aws_conn_id
         trigger = ecs_trigger(aws_conn_id, "s", None)  # type: ignore[arg-type]
         asyncio.run(_with_logs(aws_conn_id, trigger.watch().follower(seen.append).fetch))
     assert seen == ["only line", "only line"]  # what the cursor location prevents
+
+
+@dataclass
+class TaskInstanceStandIn:
+    dag_id: str = "mnist"
+    task_id: str = "train"
+    run_id: str = "manual__2026-11-30T00:00:00+00:00"
+    map_index: int = -1
+    stats_tags: dict[str, str] = field(default_factory=dict)
+    xcoms: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+    def xcom_pull(self, **_: Any) -> None:
+        return None
+
+
+def job_operator(deferrable: bool) -> Any:
+    from airflow_provider_trainium.operators.job import NeuronJobOperator
+
+    return NeuronJobOperator(task_id="train", entry_point="trainer.mnist_mlp.train", compute="ecs",
+                             instance_type="trn1.2xlarge", execution_timeout=timedelta(hours=1),
+                             deferrable=deferrable)  # fmt: skip
+
+
+def test_a_worker_side_wait_resumes_the_log_where_the_trigger_stopped(ecs_world, task_progress, monkeypatch, capfd):
+    """A deferred try's trigger read two lines, then the task waited in the worker: only the third is new."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from tests.integration.ecs.conftest import connect_trainium
+
+    task_progress({"progression": "manual", "times": 10_000})  # it runs until the test lets it stop
+    ecs_world.add_instance("trn1.2xlarge")
+    connect_trainium(ecs_world, monkeypatch)
+    ti = TaskInstanceStandIn()
+    first_try = job_operator(deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        first_try.execute({"ti": ti})
+    watch = deferred.value.trigger.watch()
+    stream = watch.handle["details"]["log_stream"]
+    ecs_world.write_log(stream, ["epoch 1", "epoch 2"])
+    before: list[str] = []
+    asyncio.run(_with_logs(ecs_world.aws_conn_id, watch.follower(before.append).fetch))
+    assert before == ["epoch 1", "epoch 2"] and watch.log_cursor_uri
+
+    ecs_world.write_log(stream, ["epoch 3"])
+    task_progress({"progression": "manual", "times": 1})  # from here it stops within a few polls
+    capfd.readouterr()
+    output = job_operator(deferrable=False).execute({"ti": ti})  # attaches to the running task and waits here
+
+    logged = capfd.readouterr().out
+    assert output == first_try.prepare({"ti": ti}).spec.output_uri  # the job succeeded
+    assert "epoch 3" in logged and "epoch 1" not in logged and "epoch 2" not in logged

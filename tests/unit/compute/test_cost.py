@@ -6,15 +6,19 @@ from datetime import UTC, datetime
 
 import pytest
 
+from airflow_provider_trainium.compute.base import JobHandle
+from airflow_provider_trainium.compute.batch.billing import batch_intervals
 from airflow_provider_trainium.compute.cost import (
     COST_IS_ESTIMATE_ENV,
     COST_PER_HOUR_ENV,
-    batch_intervals,
     cost_environment,
+    cost_line,
     cost_record,
-    ecs_intervals,
+    job_cost,
     local_cost,
+    with_cost_environment,
 )
+from airflow_provider_trainium.compute.ecs.billing import ecs_intervals
 from airflow_provider_trainium.neuron.budget import OverBudgetError, check_budget
 from airflow_provider_trainium.neuron.pricing import PRICES, Price, parse_prices
 from airflow_provider_trainium.neuron.spec import JobSpec
@@ -50,6 +54,13 @@ def test_node_jobs_are_summed_and_a_running_node_counts_up_to_now():
     assert cost["stopped_at"] is None and cost["wall_s"] == 3600.0
 
 
+def test_a_node_job_not_yet_marked_stopped_ends_with_its_job():
+    parent = {"nodeProperties": {"numNodes": 2}, "startedAt": ms(T0), "stoppedAt": ms(T0 + 1800)}
+    nodes = [{"attempts": [{"startedAt": ms(T0), "stoppedAt": ms(T0 + 1800)}]},
+             {"attempts": [{"startedAt": ms(T0 + 600)}]}]  # fmt: skip
+    assert batch_intervals(parent, nodes) == [(T0, T0 + 1800), (T0 + 600, T0 + 1800)]
+
+
 def test_without_node_jobs_the_parent_counts_once_per_node():
     parent = {"nodeProperties": {"numNodes": 4}, "startedAt": ms(T0), "stoppedAt": ms(T0 + 1800)}
     cost = cost_record(batch_intervals(parent), instance_type="trn1.32xlarge", nodes=4, price=PRICE)
@@ -79,6 +90,57 @@ def test_local_costs_nothing_and_estimates_the_layout():
     assert cost["usd"] == 0.0 and cost["is_estimate"] is True
     assert cost["estimate_usd"] == pytest.approx(2 * PRICES["trn1.32xlarge"].usd_per_hour * 0.25, abs=1e-4)
     assert cost["price_date"] == PRICES["trn1.32xlarge"].as_of and cost["wall_s"] == 900.0
+
+
+class AsksTheService:
+    """A billing backend that counts how often the cost step asks it for the job's intervals."""
+
+    name = "batch"
+
+    def __init__(self, intervals: list[tuple[float, float | None]] | None) -> None:
+        self.intervals = intervals
+        self.asked = 0
+
+    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]] | None:
+        self.asked += 1
+        return self.intervals
+
+
+SPEC = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=2)
+HANDLE = JobHandle("batch", "j-1", "t")
+
+
+def test_what_the_watch_saw_billed_is_priced_without_asking_the_service():
+    backend = AsksTheService([(T0, T0 + 1800), (T0 + 600, T0 + 1800)])
+    asked = job_cost(backend, HANDLE, SPEC, prices={"trn1.32xlarge": PRICE})  # type: ignore[arg-type]
+    seen = job_cost(backend, HANDLE, SPEC, prices={"trn1.32xlarge": PRICE},  # type: ignore[arg-type]
+                    billed=((T0, T0 + 1800), (T0 + 600, T0 + 1800)))  # fmt: skip
+    assert backend.asked == 1 and seen == asked and seen["usd"] == pytest.approx(20.0 * 3000 / 3600, abs=1e-4)
+    never_started = job_cost(backend, HANDLE, SPEC, prices={"trn1.32xlarge": PRICE}, billed=())  # type: ignore[arg-type]
+    assert backend.asked == 1 and never_started["usd"] == 0.0 and never_started["started_at"] is None
+
+
+def test_a_backend_that_bills_nothing_is_estimated_from_its_handles_start():
+    local = JobHandle("local", "j-1", "t", {"started_at": T0})
+    cost = job_cost(AsksTheService(None), local, SPEC, now=T0 + 900)  # type: ignore[arg-type]
+    assert cost == local_cost("trn1.32xlarge", 2, T0, T0 + 900, now=T0 + 900)
+
+
+def test_the_log_line_names_the_estimate_only_on_local_compute():
+    local = local_cost("trn1.32xlarge", 2, T0, T0 + 900)
+    assert cost_line(local) == (
+        f"cost: $0.00 (est. ${local['estimate_usd']:.2f} as 2 x trn1.32xlarge), 900s, "
+        f"prices of {PRICES['trn1.32xlarge'].as_of}"
+    )
+    billed = cost_record([(T0, T0 + 1800)], instance_type="trn1.32xlarge", nodes=1, price=PRICE)
+    assert cost_line(billed) == "cost: $10.00, 1800s, prices of 2026-11-01"
+
+
+def test_the_cost_variables_are_set_over_the_jobs_own():
+    spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=4,
+                   env={COST_PER_HOUR_ENV: "0", "KEEP": "1"})  # fmt: skip
+    priced = with_cost_environment(spec, "batch")
+    assert priced.env == {"KEEP": "1", COST_PER_HOUR_ENV: "86", COST_IS_ESTIMATE_ENV: "0"}
 
 
 def test_job_environment_carries_the_whole_jobs_rate():

@@ -1,16 +1,20 @@
-"""NeuronJobOperator's own policy: bad input is not retried, a try's spec is prepared once and carried."""
+"""NeuronJobOperator's own policy: bad input is not retried, a try's spec is prepared once and carried, and
+both ways of waiting (deferred, in the worker) get the same watch and price the job from what it saw billed."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.compute.base import JobHandle, JobState, JobStatus
+from airflow_provider_trainium.compute.base import ComputeBackend, JobEvent, JobHandle, JobState, JobStatus
+from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator, PreparedJob
+from airflow_provider_trainium.triggers.base import JobWatchTrigger
 from tests.conftest import set_trainium_connection
 
 HANDLE = JobHandle("local", "job-1", "job", {})
@@ -22,6 +26,7 @@ class TaskInstanceStandIn:
     task_id: str = "t"
     run_id: str = "manual__2026-11-30T00:00:00+00:00"
     map_index: int = -1
+    stats_tags: dict[str, str] = field(default_factory=dict)
     xcoms: dict[str, Any] = field(default_factory=dict)
 
     def xcom_push(self, key: str, value: Any) -> None:
@@ -60,13 +65,103 @@ def test_a_job_stopped_over_budget_fails_without_retry():
         op.finish(context(), spec, HANDLE, JobStatus(JobState.FAILED, reason))
 
 
-def test_the_wait_gets_the_budget_and_the_jobs_hourly_rate():
-    op = NeuronJobOperator(task_id="t", entry_point="m", max_cost_usd="12.5")
-    prepared = PreparedJob(
-        "batch", JobSpec(name="t", entry_point="m", env={"TRAINIUM_COST_PER_HOUR_USD": "43"}), "j", {}
-    )
-    assert op.budget_limit(prepared) == {"max_cost_usd": 12.5, "cost_per_hour_usd": 43.0}
-    assert NeuronJobOperator(task_id="t", entry_point="m").budget_limit(prepared) is None
+@dataclass
+class StandInWatch:
+    """A watch loop that records what it was built with and ends at once, with what the platform billed."""
+
+    handle: dict[str, Any]
+    deadline: float
+    budget: dict[str, float] | None = None
+    log_cursor_uri: str | None = None
+
+    async def run(self, on_log: Any) -> AsyncIterator[JobEvent]:
+        on_log("step 1")
+        yield JobEvent(self.handle, JobState.SUCCEEDED, billed_intervals=((T0, T0 + 1800),))
+
+    async def cancel(self, reason: str) -> None:
+        raise AssertionError("nothing cancels this job")
+
+
+class StandInTrigger(JobWatchTrigger):
+    watch_class = StandInWatch
+
+
+class WatchedStandIn(WatchedBackend, ComputeBackend):
+    """A deferring backend whose every wait, deferred or not, is built by ``watch``; it bills only through it."""
+
+    name = "batch"
+    defers = True
+    runs_image = False
+    trigger_classpath = f"{__name__}.StandInTrigger"
+
+    def __init__(self) -> None:
+        self.watches: list[StandInWatch] = []
+
+    def watch(self, handle, deadline, budget=None, log_cursor_uri=None) -> StandInWatch:  # type: ignore[no-untyped-def]
+        self.watches.append(StandInWatch(handle.to_dict(), deadline, budget, log_cursor_uri))
+        return self.watches[-1]
+
+    def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
+        return JobHandle(self.name, "job-7", job_name)
+
+    def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
+        return None
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        return JobStatus(JobState.RUNNING)
+
+    def cancel(self, handle: JobHandle, reason: str) -> None:
+        raise AssertionError("nothing cancels this job")
+
+    def billed_intervals(self, handle: JobHandle) -> list[tuple[float, float | None]]:
+        raise AssertionError("the cost was asked of the platform: the watch's event already said it")
+
+
+T0 = 1_800_000_000.0
+RATE = {"TRAINIUM_COST_PER_HOUR_USD": "43"}
+
+
+def watched(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **kwargs: Any) -> tuple[NeuronJobOperator, Any]:
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+    op = NeuronJobOperator(task_id="t", entry_point="m", compute="batch", max_cost_usd="12.5", **kwargs)
+    spec = JobSpec(name="t", entry_point="m", instance_type="trn1.32xlarge", env=RATE, output_uri="s3://b/out")
+    op._prepared = PreparedJob("batch", spec, "job", {})
+    op._backend = WatchedStandIn()
+    return op, op._backend
+
+
+def test_the_trigger_and_the_worker_side_wait_get_the_same_budget_and_log_cursor(monkeypatch, tmp_path):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_provider_trainium.compute.cloudwatch import cursor_uri
+
+    deferring, deferred_backend = watched(monkeypatch, tmp_path)
+    with pytest.raises(TaskDeferred) as deferred:
+        deferring.execute(context())
+    waiting, waiting_backend = watched(monkeypatch, tmp_path, deferrable=False)
+    assert waiting.execute(context()) == "s3://b/out"
+
+    (in_triggerer,), (in_worker,) = deferred_backend.watches, waiting_backend.watches
+    assert deferred.value.trigger.watch() == in_triggerer  # the trigger runs the loop watch() built
+    for watch in (in_triggerer, in_worker):
+        assert watch.log_cursor_uri == cursor_uri("s3://b/out", "job-7")
+        assert watch.budget == {"max_cost_usd": 12.5, "cost_per_hour_usd": 43.0}
+
+
+def test_the_cost_is_what_the_wait_saw_billed(monkeypatch, tmp_path):
+    op, _ = watched(monkeypatch, tmp_path, deferrable=False)
+    ctx = context()
+    op.execute(ctx)  # WatchedStandIn.billed_intervals fails the test if the cost step asks the platform
+    cost = ctx["ti"].xcoms["trainium_cost"]
+    assert (cost["usd"], cost["wall_s"], cost["is_estimate"]) == (round(21.5 * 0.5, 4), 1800.0, False)
+
+
+def test_a_deferred_jobs_cost_is_what_its_event_carried(monkeypatch, tmp_path):
+    op, backend = watched(monkeypatch, tmp_path)
+    ctx = context()
+    event = JobEvent(HANDLE.to_dict(), JobState.SUCCEEDED, billed_intervals=((T0, T0 + 3600),)).to_dict()
+    op.execute_complete(ctx, event, prepared=op._prepared.to_dict())  # type: ignore[union-attr]
+    assert ctx["ti"].xcoms["trainium_cost"]["usd"] == 21.5 and backend.watches == []
 
 
 def test_execute_complete_finishes_with_the_spec_prepared_before_deferring():

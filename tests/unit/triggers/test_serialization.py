@@ -2,12 +2,15 @@
 
 A trigger's kwargs are all a triggerer has to rebuild a deferred task's trigger after it restarts; an
 argument that ``serialize()`` drops is silently lost (for Batch: ``num_nodes`` and ``log_group`` would lose
-every node's logs but the first). Each case passes every constructor argument with a value other than its
-default, so a dropped one shows up as a changed value.
+every node's logs but the first). A job trigger stores its watch loop (``{"watch": <the loop's arguments>}``);
+each case gives every field of the loop a value other than its default, so a dropped one shows up as a
+changed value. Rows stored before triggers serialized their loop hold the same fields as flat kwargs: those
+must still rebuild the trigger, and the loop they describe.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from typing import Any
@@ -18,13 +21,15 @@ from airflow.serialization.serialized_objects import BaseSerialization
 from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_trainium.get_provider_info import get_provider_info
+from airflow_provider_trainium.triggers.base import JobWatchTrigger
 from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from airflow_provider_trainium.triggers.registry import RegisteredModelTrigger
 
 BUDGET = {"max_cost_usd": 120.5, "cost_per_hour_usd": 21.5}
 
-CASES: dict[type[BaseTrigger], dict[str, Any]] = {
+#: Every field of each job trigger's watch loop, none at its default.
+WATCHES: dict[type[JobWatchTrigger], dict[str, Any]] = {
     TrainiumBatchJobTrigger: {
         "handle": {"backend": "batch", "job_id": "4c7a2d1e", "job_name": "train-abc", "details": {"num_nodes": 4}},
         "deadline": 1_900_000_000.5,
@@ -53,6 +58,9 @@ CASES: dict[type[BaseTrigger], dict[str, Any]] = {
         "log_cursor_uri": "s3://bucket/runs/1/.trainium/log-cursor-abc.json",
         "budget": BUDGET,
     },
+}
+#: Triggers that are not a watch loop's shell: every constructor argument, none at its default.
+OTHERS: dict[type[BaseTrigger], dict[str, Any]] = {
     RegisteredModelTrigger: {
         "model_name": "mnist-mlp",
         "artifact_root": "s3://bucket/trainium",
@@ -67,6 +75,11 @@ CASES: dict[type[BaseTrigger], dict[str, Any]] = {
 
 def parameters(cls: type) -> dict[str, inspect.Parameter]:
     return {n: p for n, p in inspect.signature(cls.__init__).parameters.items() if n != "self"}
+
+
+def watch_fields(cls: type[JobWatchTrigger]) -> dict[str, Any]:
+    """The loop's init fields and their defaults (``dataclasses.MISSING`` for a required one)."""
+    return {f.name: f.default for f in dataclasses.fields(cls.watch_class) if f.init}
 
 
 def through_trigger_row(classpath: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -85,18 +98,61 @@ def rebuild(classpath: str, kwargs: dict[str, Any]) -> BaseTrigger:
     return getattr(importlib.import_module(module), name)(**kwargs)
 
 
+def classpath_of(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 @pytest.mark.parametrize("store", [through_trigger_row, through_base_serialization])
-@pytest.mark.parametrize("cls", list(CASES), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", list(WATCHES), ids=lambda c: c.__name__)
+def test_every_watch_field_survives_the_round_trip(cls, store):
+    given = WATCHES[cls]
+    assert set(given) == set(watch_fields(cls)), "the case must give every field of the watch loop"
+    for name, default in watch_fields(cls).items():
+        assert given[name] != default, f"{name}: use a value other than the default, or a drop goes unseen"
+
+    classpath, kwargs = cls(watch=given).serialize()
+    assert (classpath, kwargs) == (classpath_of(cls), {"watch": given})
+    again = rebuild(*store(classpath, kwargs))
+
+    assert type(again) is cls and again.serialize() == (classpath, kwargs)
+    assert type(again.watch()) is cls.watch_class
+    for name, value in given.items():
+        assert getattr(again.watch(), name) == value, f"{name} did not survive the round trip"
+
+
+@pytest.mark.parametrize("store", [through_trigger_row, through_base_serialization])
+@pytest.mark.parametrize("cls", list(WATCHES), ids=lambda c: c.__name__)
+def test_a_row_stored_with_the_fields_as_kwargs_resumes_the_same_watch(cls, store):
+    """Before triggers serialized their loop, a row held the loop's fields as the trigger's own kwargs."""
+    old_row = WATCHES[cls]
+    again = rebuild(*store(classpath_of(cls), old_row))
+    assert type(again) is cls
+    assert again.serialize() == (classpath_of(cls), {"watch": old_row})  # stored again in the new form
+
+
+def test_the_two_forms_do_not_mix():
+    with pytest.raises(TypeError, match="not both"):
+        TrainiumEcsTaskTrigger(watch=WATCHES[TrainiumEcsTaskTrigger], budget=None)
+
+
+def test_a_watch_field_reads_through_the_trigger():
+    trigger = TrainiumBatchJobTrigger(watch=WATCHES[TrainiumBatchJobTrigger])
+    assert trigger.handle["job_id"] == "4c7a2d1e" and trigger.num_nodes == 4
+    with pytest.raises(AttributeError):
+        _ = trigger._budget  # the loop's own state is not a field
+
+
+@pytest.mark.parametrize("store", [through_trigger_row, through_base_serialization])
+@pytest.mark.parametrize("cls", list(OTHERS), ids=lambda c: c.__name__)
 def test_every_constructor_argument_survives_the_round_trip(cls, store):
-    given = CASES[cls]
+    given = OTHERS[cls]
     assert set(given) == set(parameters(cls)), "the case must pass every constructor argument"
     for name, param in parameters(cls).items():
         assert given[name] != param.default, f"{name}: use a value other than the default, or a drop goes unseen"
 
     classpath, kwargs = cls(**given).serialize()
     assert set(kwargs) == set(given), f"serialize() drops {set(given) - set(kwargs)}"
-    stored_path, stored = store(classpath, kwargs)
-    again = rebuild(stored_path, stored)
+    again = rebuild(*store(classpath, kwargs))
 
     assert type(again) is cls
     assert again.serialize() == (classpath, kwargs)
@@ -112,7 +168,7 @@ def test_every_trigger_of_the_provider_has_a_case():
         for obj in vars(importlib.import_module(module)).values()
         if inspect.isclass(obj) and issubclass(obj, BaseTrigger) and obj.__module__ == module
     }
-    assert found == set(CASES)
+    assert found == set(WATCHES) | set(OTHERS)
 
 
 @pytest.mark.parametrize(
@@ -122,8 +178,9 @@ def test_every_trigger_of_the_provider_has_a_case():
         ("airflow_provider_trainium.triggers.ecs.EcsTaskTrigger", TrainiumEcsTaskTrigger),
     ],
 )
-def test_tasks_deferred_under_the_old_names_resume(old, new):
+@pytest.mark.parametrize("form", ["fields as kwargs", "watch"])
+def test_tasks_deferred_under_the_old_names_resume(old, new, form):
     """A running deployment stored the old classpath in its trigger rows; the triggerer must still build it."""
-    given = CASES[new]
-    classpath, kwargs = through_trigger_row(old, new(**given).serialize()[1])
-    assert type(rebuild(classpath, kwargs)) is new
+    kwargs = WATCHES[new] if form == "fields as kwargs" else {"watch": WATCHES[new]}
+    again = rebuild(*through_trigger_row(old, kwargs))
+    assert type(again) is new and again.serialize()[1] == {"watch": WATCHES[new]}
