@@ -36,7 +36,7 @@ MAX_LOG_DELAY = 300.0
 
 @dataclass
 class BatchJobWatch:
-    """What the loop needs to find a Batch job again from any process (the trigger's kwargs)."""
+    """What the loop needs to find a Batch job again from any process (what its trigger serializes)."""
 
     handle: dict[str, Any]
     deadline: float

@@ -27,7 +27,7 @@ STOP_CALL_TIMEOUT = 30.0
 
 @dataclass
 class EcsTaskWatch:
-    """What the loop needs to find an ECS task again from any process (the trigger's kwargs).
+    """What the loop needs to find an ECS task again from any process (what its trigger serializes).
 
     :param handle: ``JobHandle.to_dict()`` of the task; ``details`` holds cluster, log group and stream.
     :param deadline: epoch seconds after which the task is stopped and the job fails.
