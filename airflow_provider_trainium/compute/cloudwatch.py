@@ -44,15 +44,17 @@ class LogCursor:
         self._loaded = False
 
     def _path(self) -> Any:
-        from airflow.providers.common.compat.sdk import ObjectStoragePath
+        from airflow_provider_trainium import artifacts
 
-        return ObjectStoragePath(self.uri, conn_id=self.conn_id if str(self.uri).startswith("s3://") else None)
+        return artifacts.path_for(str(self.uri), self.conn_id)
 
     def _read(self) -> dict[str, list[int]]:
-        path = self._path()
-        if not path.exists():
+        from airflow_provider_trainium import artifacts
+
+        data = artifacts.get_bytes(self._path())
+        if data is None:
             return {}
-        return {k: [int(v[0]), int(v[1])] for k, v in json.loads(path.read_text()).get("streams", {}).items()}
+        return {k: [int(v[0]), int(v[1])] for k, v in json.loads(data).get("streams", {}).items()}
 
     def _write(self, data: dict[str, list[int]]) -> None:
         path = self._path()
