@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import task
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from trainer import boundary
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
@@ -40,7 +41,7 @@ PLAN_TASK_ID = "check_params"
 #: The run's ``image`` param, or none (the connection's image).
 IMAGE_FROM_PARAMS = "{{ params.image or '' }}"
 #: Passes the ``runtime`` param (``runtime_param``) to the trainer; ``auto`` lets it choose.
-RUNTIME_ENV = {"TRAINIUM_RUNTIME": "{{ '' if params.runtime == 'auto' else params.runtime }}"}
+RUNTIME_ENV = {boundary.ENV_RUNTIME: "{{ '' if params.runtime == 'auto' else params.runtime }}"}
 
 #: Trainer flags whose name is not the param's name with dashes.
 FLAG_NAMES = {"learning_rate": "--lr"}

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.compute.base import Interval
 from airflow_provider_trainium.neuron.pricing import Price, load_prices, price_of, prices_for
+from trainer import boundary
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle
     from airflow_provider_trainium.neuron.spec import JobSpec
 
-COST_PER_HOUR_ENV = "TRAINIUM_COST_PER_HOUR_USD"
-COST_IS_ESTIMATE_ENV = "TRAINIUM_COST_IS_ESTIMATE"
+COST_PER_HOUR_ENV = boundary.ENV_COST_PER_HOUR_USD
+COST_IS_ESTIMATE_ENV = boundary.ENV_COST_IS_ESTIMATE
 
 
 def _iso(seconds: float | None) -> str | None:

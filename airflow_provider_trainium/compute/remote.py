@@ -8,9 +8,10 @@ for, so the backends refuse it before their first call.
 from __future__ import annotations
 
 from airflow_provider_trainium.neuron.spec import JobSpec
+from trainer import boundary
 
 #: Environment variables of a job that name storage the container reads or writes.
-STORAGE_ENV: tuple[str, ...] = ("TRAINIUM_COMPILE_CACHE_URI", "NEURON_COMPILE_CACHE_URL")
+STORAGE_ENV: tuple[str, ...] = (boundary.ENV_COMPILE_CACHE_URI, "NEURON_COMPILE_CACHE_URL")
 
 
 def non_s3_locations(spec: JobSpec, artifact_root: str) -> list[str]:

@@ -27,6 +27,7 @@ from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.compile_key import cache_key, key_inputs, key_record_uri
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from trainer import boundary
 
 __all__ = [
     "NEURON_PARALLEL_COMPILE",
@@ -103,7 +104,7 @@ class NeuronCompileOperator(NeuronTrainingOperator):
         return cache_key(inputs), inputs
 
     def _cache(self, spec: JobSpec) -> str:
-        return spec.env["TRAINIUM_COMPILE_CACHE_URI"]
+        return spec.env[boundary.ENV_COMPILE_CACHE_URI]
 
     def _aws_conn(self, cache: str) -> str | None:
         return self.config().aws_conn_id if cache.startswith("s3://") else None

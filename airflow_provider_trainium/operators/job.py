@@ -29,8 +29,9 @@ from airflow_provider_trainium.compute.budget import watch_budget
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
+from trainer import boundary
 
-EXIT_BAD_INPUT = 65
+EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
 DEFAULT_TIMEOUT = timedelta(hours=24)
 #: Airflow's defer timeout does not call on_kill; the trigger's own deadline (which stops the job) must
 #: come first, so the defer timeout only backs it up.
@@ -188,7 +189,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         env: dict[str, str] = prefixes_env(allowed_prefixes(config.artifact_root, config.allowed_input_prefixes))
         cache = self.cache_uri(context, config)
         if cache:
-            env["TRAINIUM_COMPILE_CACHE_URI"] = cache
+            env[boundary.ENV_COMPILE_CACHE_URI] = cache
         env.update(backend.job_environment(cache))
         return env
 

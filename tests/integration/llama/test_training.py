@@ -47,7 +47,7 @@ def spec_for(tmp_path: Path, data_uri: str, out: str, *extra: str) -> JobSpec:
             *extra,
         ),  # fmt: skip
         # the provider sets the peak only on Trainium; set here, the MFU route is exercised on the CPU
-        env={"TRAINIUM_RUNTIME": "xla", "PJRT_DEVICE": "CPU", "TRAINIUM_PEAK_FLOPS": "95e12"},
+        env={"TRAINIUM_RUNTIME": "xla", "PJRT_DEVICE": "CPU"},
         processes_per_node=2,
         output_uri=(tmp_path / out).as_uri(),
     )
@@ -90,11 +90,12 @@ def test_compile_then_train_then_kill_and_resume(tmp_path, data_uri):
     assert full["xla_train_graphs_run"] == 2 * STEPS
     losses = [h["loss"] for h in full["history"]]
     assert losses[-1] < losses[0] - 1.0, losses
-    assert full["peak_flops"] == 2 * 95e12 and full["tokens_per_s"] > 0 and 0 < full["mfu"] < 1
+    # local compute runs on this CPU: the container plan gives no Trainium peak, so no MFU in either record
+    assert full["peak_flops"] is None and full["mfu"] is None and full["tokens_per_s"] > 0
     # each logged step recorded once: the summary's history is the stream's train records
     streamed = read_records((tmp_path / "full").as_uri(), "train", kinds=["train"])
     assert full["history"] == streamed and [r["step"] for r in streamed] == [10, 20, 30, 40]
-    assert all(0 < r["mfu"] < 1 for r in streamed[1:])
+    assert all(r["mfu"] is None for r in streamed) and all(r["tokens_per_s"] > 0 for r in streamed[1:])
     assert sorted(p.name for p in (tmp_path / "ckpt-full").glob("step-*.pt")) == [
         "step-00000030.pt", "step-00000040.pt"]  # keep the last 2  # fmt: skip
     for name in ("model.safetensors", "config.json", "tokenizer.json", "metrics.json", "_SUCCESS"):
