@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -180,6 +181,18 @@ class ComputeBackend(ABC):
     def job_environment(self, compile_cache_uri: str | None) -> dict[str, str]:
         """Variables this backend adds to every job: the Neuron compiler's cache on Neuron hardware."""
         return {"NEURON_COMPILE_CACHE_URL": compile_cache_uri} if compile_cache_uri else {}
+
+    def plan(self, spec: JobSpec) -> ContainerPlan:
+        """The job's container plan, built once per spec: the checks before submit and the submit share it.
+
+        A backend that runs an image runs it on Trainium, so the plan carries the MFU peak; one that does not
+        (local compute) runs on this machine and gets none.
+        """
+        plans: dict[str, ContainerPlan] = self.__dict__.setdefault("_plans", {})
+        key = spec.content_hash(length=64)
+        if key not in plans:
+            plans[key] = container_plan(spec, on_trainium=self.runs_image)
+        return plans[key]
 
     @abstractmethod
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:

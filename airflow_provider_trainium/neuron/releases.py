@@ -222,6 +222,24 @@ def check_driver(image: str | None, driver_version: str | None, labels: dict[str
         raise NeuronDriverMismatchError(problem)
 
 
+def unchecked_driver_warning(image: str | None) -> str:
+    """What to say when the connection does not know its hosts' driver: the image's runtime goes unchecked."""
+    found = image_runtime(image)
+    return (
+        "the trainium connection does not say which Neuron driver its hosts run (neuron_driver_version; "
+        "`airflow trainium configure` writes it from the stacks): the image's Neuron runtime "
+        f"{found.runtime} ({found.how}) is not checked against it"
+    )
+
+
+def driver_check(image: str | None, driver_version: str | None) -> str | None:
+    """Raise on a driver the image's runtime cannot use; a warning to log when the driver is unknown, else None."""
+    if not driver_version:
+        return unchecked_driver_warning(image)
+    check_driver(image, driver_version)
+    return None
+
+
 def family_problem(image: str | None, instance_type: str, labels: dict[str, str] | None = None) -> str | None:
     """Why ``image``'s release does not train on ``instance_type``'s family, or None when it does."""
     release = image_runtime(image, labels).release

@@ -256,21 +256,12 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def check_neuron_driver(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The hosts' Neuron driver must accept the image's Neuron runtime, or ``nrt_init()`` fails on the paid
         instances at the job's first device use. A connection that does not know its driver gets a warning."""
-        if not backend.runs_image:
-            return
-        from airflow_provider_trainium.neuron.releases import check_driver, image_runtime
+        if backend.runs_image:
+            from airflow_provider_trainium.neuron.releases import driver_check
 
-        driver = self.config().neuron_driver_version
-        if not driver:
-            found = image_runtime(prepared.spec.image)
-            self.log.warning(
-                "the trainium connection does not say which Neuron driver its hosts run (neuron_driver_version; "
-                "`airflow trainium configure` writes it from the stacks): the image's Neuron runtime %s (%s) is "
-                "not checked against it",
-                found.runtime, found.how,
-            )  # fmt: skip
-            return
-        check_driver(prepared.spec.image, driver)
+            warning = driver_check(prepared.spec.image, self.config().neuron_driver_version)
+            if warning:
+                self.log.warning("%s", warning)
 
     def check_on_backend(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The backend's own checks (storage, queue, layout), before any API call."""

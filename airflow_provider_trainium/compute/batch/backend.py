@@ -26,7 +26,7 @@ from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
+from airflow_provider_trainium.neuron.plan import ContainerPlan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
 
     def check(self, spec: JobSpec) -> None:
         """Everything that can be wrong with ``spec`` on Batch, raised before any API call."""
-        self.checked_definition(container_plan(spec))
+        self.checked_definition(self.plan(spec))
 
     def checked_definition(self, plan: ContainerPlan) -> dict[str, Any]:
         """The job definition for the plan, after every check that needs no API call."""
@@ -141,7 +141,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
 
     # -- ComputeBackend -------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
-        plan = container_plan(spec)
+        plan = self.plan(spec)
         definition = self.checked_definition(plan)
         queue = self.job_queue(spec.instance_type)
         self.check_queue(queue, spec)

@@ -36,7 +36,7 @@ from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.compute.remote import remote_storage_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
+from airflow_provider_trainium.neuron.plan import ContainerPlan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 _TAG_UNSAFE = re.compile(r"[^\w\s+\-=.:/@]")
@@ -119,7 +119,7 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         if storage:
             problems.append(storage)
         if not problems:
-            size = overrides_size(container_overrides(container_plan(spec)))
+            size = overrides_size(container_overrides(self.plan(spec)))
             if size > MAX_OVERRIDES_CHARS:
                 problems.append(
                     f"the job's command and environment take {size} characters, over ECS's limit of "
@@ -209,7 +209,7 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
         self.check_spec(spec)
         self.check_cluster()
-        plan = container_plan(spec)
+        plan = self.plan(spec)
         arn, _ = self.hook.ensure_task_definition(task_definition(plan, self.settings(spec)))
         response = self.hook.conn.run_task(**self.run_task_request(plan, arn, job_name, tags))
         tasks = response.get("tasks") or []

@@ -47,7 +47,7 @@ from airflow_provider_trainium.compute.base import (
     LogSink,
 )
 from airflow_provider_trainium.neuron.launch import rendezvous_environment
-from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
+from airflow_provider_trainium.neuron.plan import ContainerPlan
 from airflow_provider_trainium.neuron.spec import JobSpec
 from trainer import boundary
 
@@ -341,7 +341,7 @@ class LocalBackend(ComputeBackend):
         port = free_port()
         job_dir = self.state_dir / "jobs" / handle.job_id
         job_dir.mkdir(parents=True, exist_ok=True)
-        plan = container_plan(spec, on_trainium=False)  # this machine's CPU: no Trainium peak for MFU
+        plan = self.plan(spec)  # runs_image is False: this machine's CPU, no Trainium peak for MFU
         argv = self.node_argv(plan)
         nodes: list[_Node] = []
         for index in range(spec.nodes):

@@ -13,6 +13,7 @@ def test_the_batch_submit_walk(batch_env):
     context = {"ti": TaskInstanceStandIn(), "task_state_store": StateStore()}
     client = op.backend_for(op.prepare(context).compute).hook.client
     op._prepared = None  # walk the whole try, prepare included
+    vars(op._backend).pop("_plans", None)  # and the container plan, which the backend keeps per spec
     walk = walk_to(client, "SubmitJob", lambda: op.execute(context))
     record("batch", walk)
     assert walk.done and walk.stops[0].endswith("operators.job")

@@ -14,7 +14,6 @@ from typing import Any
 
 from airflow_provider_trainium.compute.backends import BackendEntry, compute_choices, register_backend
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus, LogSink
-from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 STATE_ENV = "RECORDING_BACKEND_DIR"
@@ -42,7 +41,7 @@ class RecordingBackend(ComputeBackend):
         return self.state_dir / f"{job_name}.json"
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
-        plan = container_plan(spec, on_trainium=False)  # runs nowhere near a NeuronCore: no MFU peak
+        plan = self.plan(spec)  # runs_image is False: no Trainium, so no MFU peak
         record = {"argv": list(plan.argv), "tags": tags, "spec_hash": spec.content_hash()}
         self._file(job_name).write_text(json.dumps(record))
         return JobHandle(self.name, job_name, job_name, {"spec_hash": spec.content_hash()})
@@ -73,7 +72,6 @@ import datetime as dt
 from airflow.sdk import DAG
 
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.neuron.plan import container_plan
 from tests.integration.compute.test_fake_backend import register
 
 register()  # what a user's own backend module does on import
