@@ -52,6 +52,13 @@ ENV_TENSOR_PARALLEL_SIZE = "TRAINIUM_TENSOR_PARALLEL_SIZE"
 #: One NeuronCore's dense BF16 peak FLOP/s (so: per rank), the denominator of MFU. Set only on Trainium
 #: hardware; without it MFU is null.
 ENV_PEAK_FLOPS = "TRAINIUM_PEAK_FLOPS"
+#: The training stack the job's image carries: ``xla`` (torch-neuronx on PyTorch/XLA with neuronx-distributed,
+#: Trn1) or ``native`` (TorchNeuron, the native PyTorch backend: device ``neuron``, FSDP2/DTensor, Trn2/Trn3).
+#: Absent means ``xla``, what every job ran before the native stack existed.
+ENV_STACK = "TRAINIUM_STACK"
+STACK_XLA = "xla"
+STACK_NATIVE = "native"
+STACKS: tuple[str, ...] = (STACK_XLA, STACK_NATIVE)
 #: Forces a runtime (``neuron``, ``xla``, ``eager``) or the device feed (``background``, ``sync``).
 ENV_RUNTIME = "TRAINIUM_RUNTIME"
 ENV_DEVICE_FEED = "TRAINIUM_DEVICE_FEED"
