@@ -7,7 +7,10 @@ overrides; pricing reads this catalog, never the other way round.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_GENERATION = re.compile(r"^(trn\d+)")
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,19 @@ class InstanceType:
     memory_gib: int
     chip_bf16_tflops: float
     max_nodes: int = 64
+    #: Physical NeuronCores per logical core at the platform's default (LNC 2 on Trn2/Trn3): ``neuron_cores``
+    #: counts logical cores, what the runtime shows a process and what torchrun gives one rank each.
+    logical_core_size: int = 1
+
+    @property
+    def family(self) -> str:
+        """``trn1n.32xlarge`` -> ``trn1n``: the EC2 instance family."""
+        return self.name.split(".", 1)[0]
+
+    @property
+    def generation(self) -> str:
+        """``trn1n.32xlarge`` -> ``trn1``: the Trainium generation, which decides the training stack."""
+        return generation(self.name)
 
     @property
     def neuron_devices(self) -> tuple[str, ...]:
@@ -48,9 +64,19 @@ CATALOG: dict[str, InstanceType] = {
         InstanceType("trn1.2xlarge", 1, 2, 0, 8, 32, 190.0, max_nodes=1),
         InstanceType("trn1.32xlarge", 16, 32, 8, 128, 512, 190.0),
         InstanceType("trn1n.32xlarge", 16, 32, 16, 128, 512, 190.0),
-        InstanceType("trn2.48xlarge", 16, 64, 16, 192, 2048, 667.0),
+        InstanceType("trn2.48xlarge", 16, 64, 16, 192, 2048, 667.0, logical_core_size=2),
+        # One server of the Trn3 Gen1 UltraServer (16 Trainium3 chips); the name and EFA count are guesses
+        # (docs/fidelity.md, "Trn3").
+        InstanceType("trn3.48xlarge", 16, 64, 16, 192, 2048, 671.0, logical_core_size=2),
     )
 }
+
+
+def generation(instance_type: str) -> str:
+    """The Trainium generation of an instance type name (``trn1``, ``trn2``, ``trn3``); the family when the
+    name does not start with ``trn<N>``."""
+    match = _GENERATION.match(instance_type)
+    return match[1] if match else instance_type.split(".", 1)[0]
 
 
 def get_instance_type(name: str) -> InstanceType:

@@ -63,6 +63,13 @@ PRICES: dict[str, Price] = {
 }
 
 
+#: Catalog types without a built-in price, and why: a job on one needs the connection's ``prices`` (or a prices
+#: file) to say what it costs, and fails with that advice before it is submitted.
+UNPRICED: dict[str, str] = {
+    "trn3.48xlarge": "AWS publishes no on-demand price for Trn3 (EC2 offers Trn3 as UltraServers; read 2026-12-02)",
+}
+
+
 def _today() -> str:
     return datetime.now(UTC).date().isoformat()
 
@@ -150,7 +157,12 @@ def price_of(instance_type: str, prices: Mapping[str, Price] | None = None) -> P
     try:
         return table[instance_type]
     except KeyError:
-        raise PriceError(f"no price for instance type {instance_type!r}; priced: {', '.join(sorted(table))}") from None
+        why = f" ({UNPRICED[instance_type]})" if instance_type in UNPRICED else ""
+        raise PriceError(
+            f"no price for instance type {instance_type!r}{why}; priced: {', '.join(sorted(table))}. Give it one in "
+            f'the trainium connection\'s prices (JSON: {{"{instance_type}": USD per instance-hour}}), its '
+            f"prices_file or ${PRICES_FILE_ENV}"
+        ) from None
 
 
 class PriceSettings(Protocol):

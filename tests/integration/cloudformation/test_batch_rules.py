@@ -153,7 +153,12 @@ NAMES = sorted(compute_environments(load_template("batch")))
 
 
 def test_the_template_has_compute_environments_to_check() -> None:
-    assert NAMES == ["Trn1ComputeEnvironment", "Trn1nComputeEnvironment", "Trn2ComputeEnvironment"]
+    assert NAMES == [
+        "Trn1ComputeEnvironment",
+        "Trn1nComputeEnvironment",
+        "Trn2ComputeEnvironment",
+        "Trn3ComputeEnvironment",
+    ]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.cloudformation.conftest import substitute
 
-BATCH_PREFIXES = ("Trn1", "Trn1n", "Trn2")
+BATCH_PREFIXES = ("Trn1", "Trn1n", "Trn2", "Trn3")
 
 
 def evaluate(node: Any, params: dict[str, str]) -> Any:

@@ -27,7 +27,7 @@ from airflow_provider_trainium.stack import OUTPUT_FIELDS
 from tests.integration.cloudformation.conftest import substitute
 
 PINNING = ("ecs", "batch")
-SCRIPTS = ("ecs", "batch-Trn1", "batch-Trn1n", "batch-Trn2")
+SCRIPTS = ("ecs", "batch-Trn1", "batch-Trn1n", "batch-Trn2", "batch-Trn3")
 PINNED = "2.26.5.0"
 NEWER = "2.29.3.0"
 # Paths the scripts touch on a host, and where they go in a test run (below its temporary directory).

@@ -12,7 +12,7 @@ from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.stack import NOT_FROM_STACK, OUTPUT_FIELDS
 from tests.integration.cloudformation.conftest import TEMPLATES
 
-BATCH_TYPES = {"Trn1": "trn1.32xlarge", "Trn1n": "trn1n.32xlarge", "Trn2": "trn2.48xlarge"}
+BATCH_TYPES = {"Trn1": "trn1.32xlarge", "Trn1n": "trn1n.32xlarge", "Trn2": "trn2.48xlarge", "Trn3": "trn3.48xlarge"}
 
 
 def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ FACTS = {
     "trn1.32xlarge": (16, 8, 32, 128, 512),
     "trn1n.32xlarge": (16, 16, 32, 128, 512),
     "trn2.48xlarge": (16, 16, 64, 192, 2048),
+    "trn3.48xlarge": (16, 16, 64, 192, 2048),
 }
 
 
@@ -24,7 +25,7 @@ def spec(instance_type: str = "trn1.32xlarge", nodes: int = 4, **changes) -> Job
     return JobSpec(**values).validate()
 
 
-LAYOUTS = [("trn1.32xlarge", 4), ("trn1n.32xlarge", 2), ("trn2.48xlarge", 2)]
+LAYOUTS = [("trn1.32xlarge", 4), ("trn1n.32xlarge", 2), ("trn2.48xlarge", 2), ("trn3.48xlarge", 2)]
 
 
 @pytest.mark.parametrize(("instance_type", "nodes"), LAYOUTS)

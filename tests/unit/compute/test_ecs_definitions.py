@@ -98,13 +98,15 @@ def expected_definition(instance_type: str, chips: int, cpu: int, memory: int, s
 
 
 # cpu: vCPUs x 1024 minus one vCPU; memory: minus max(2 GiB, 5 %), whole GiB; shm: 1/8 of the instance;
-# peak: one NeuronCore's dense BF16 FLOP/s (Trn1: 190 TFLOPS per chip, 2 cores; Trn2: 667 per chip, 4 cores).
+# peak: one NeuronCore's dense BF16 FLOP/s (Trn1: 190 TFLOPS per chip, 2 cores; Trn2: 667 per chip, 4 logical
+# cores; Trn3: 671 per chip, 4 logical cores).
 @pytest.mark.parametrize(
     ("instance_type", "chips", "cpu", "memory", "shm", "peak"),
     [
         ("trn1.2xlarge", 1, 7 * 1024, 30 * 1024, 4 * 1024, "9.5e+13"),  # 8 vCPU, 32 GiB
         ("trn1.32xlarge", 16, 127 * 1024, 486 * 1024, 64 * 1024, "9.5e+13"),  # 128 vCPU, 512 GiB
         ("trn2.48xlarge", 16, 191 * 1024, 1945 * 1024, 256 * 1024, "1.6675e+14"),  # 192 vCPU, 2 TiB
+        ("trn3.48xlarge", 16, 191 * 1024, 1945 * 1024, 256 * 1024, "1.6775e+14"),  # 192 vCPU, 2 TiB
     ],
 )
 def test_task_definition_field_by_field(instance_type, chips, cpu, memory, shm, peak):

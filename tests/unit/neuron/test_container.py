@@ -71,6 +71,7 @@ def test_ecs_and_batch_render_the_same_single_node_container(instance_type: str)
         ("trn1.32xlarge", 127, 486, 64),
         ("trn1n.32xlarge", 127, 486, 64),
         ("trn2.48xlarge", 191, 1945, 256),
+        ("trn3.48xlarge", 191, 1945, 256),
     ],
 )
 def test_shape_keeps_one_vcpu_and_a_memory_headroom_and_gives_an_eighth_to_shm(
@@ -83,7 +84,7 @@ def test_shape_keeps_one_vcpu_and_a_memory_headroom_and_gives_an_eighth_to_shm(
     assert shape.capabilities == ("IPC_LOCK",)
 
 
-@pytest.mark.parametrize("instance_type", ["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"])
+@pytest.mark.parametrize("instance_type", sorted(n for n, it in CATALOG.items() if it.multi_node))
 def test_efa_devices_only_when_the_job_spans_nodes(instance_type: str) -> None:
     instance = CATALOG[instance_type]
     one, many = container_shape(instance_type, 1), container_shape(instance_type, 2)

@@ -11,6 +11,7 @@ from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.pricing import (
     PRICES,
     PRICES_FILE_ENV,
+    UNPRICED,
     PriceError,
     load_prices,
     parse_prices,
@@ -19,8 +20,8 @@ from airflow_provider_trainium.neuron.pricing import (
 )
 
 
-def test_every_catalog_type_has_one_dated_sourced_price():
-    assert set(PRICES) == set(CATALOG)
+def test_every_catalog_type_has_one_dated_sourced_price_or_says_why_not():
+    assert set(PRICES) | set(UNPRICED) == set(CATALOG) and not set(PRICES) & set(UNPRICED)
     for name, price in PRICES.items():
         assert price.usd_per_hour > 0 and price.source and price.region
         assert len(price.as_of) == 10 and price.as_of[4] == "-"
@@ -104,5 +105,13 @@ def test_the_connection_carries_prices_and_refuses_bad_ones(tmp_path):
 
 
 def test_price_of_an_unpriced_type_is_a_clear_error():
-    with pytest.raises(PriceError, match=r"no price for instance type 'trn3.48xlarge'; priced: trn1.2xlarge"):
+    with pytest.raises(PriceError, match=r"no price for instance type 'p5.48xlarge'; priced: trn1.2xlarge"):
+        price_of("p5.48xlarge")
+
+
+def test_an_unpriced_type_fails_naming_why_and_the_override_that_prices_it():
+    why = r"trn3.48xlarge.*no on-demand price for Trn3.*prices_file or \$TRAINIUM_PRICES_FILE"
+    with pytest.raises(PriceError, match=why):
         price_of("trn3.48xlarge")
+    table = load_prices({"trn3.48xlarge": {"usd_per_hour": 50.0, "as_of": "2026-12-01"}}, environ={})
+    assert price_of("trn3.48xlarge", table).usd_per_hour == 50.0
