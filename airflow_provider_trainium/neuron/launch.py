@@ -48,6 +48,7 @@ def layout_environment(spec: JobSpec) -> dict[str, str]:
     if spec.tensor_parallel_size > 1:
         env[boundary.ENV_TENSOR_PARALLEL_SIZE] = str(spec.tensor_parallel_size)
     env[boundary.ENV_INSTANCE_TYPE] = spec.instance_type
+    env[boundary.ENV_STACK] = spec.stack
     return env
 
 

@@ -8,7 +8,10 @@ questions before anything is paid for:
   own image is built on);
 * whether a host's Neuron driver accepts that release's runtime (a mismatch fails ``nrt_init()`` at the
   job's first device use, after the instances were paid for);
-* whether the release supports training on an instance family, and which runtime variables it deprecates.
+* whether the release supports training on an instance family, and which runtime variables it deprecates;
+* which training stack (``xla`` or ``native``, ``trainer.boundary.STACKS``) runs on which family
+  (:func:`stack_problem`, :func:`auto_stack`): a stack trains on a family when a release of that stack that AWS
+  has not ended training support for lists the family.
 
 Pure data and string rules: no AWS client, no Airflow.
 """
@@ -22,12 +25,22 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from trainer import boundary
+
 TABLE_PATH = Path(__file__).with_name("releases.toml")
 #: The image label that records the Neuron runtime an image carries (docker/Dockerfile sets it).
 RUNTIME_LABEL = "trainium.neuron.runtime.version"
 #: The image label that records the Neuron SDK release an image is built on.
 SDK_LABEL = "trainium.neuron.sdk.version"
 _DLC_SDK = re.compile(r"-sdk(?P<sdk>\d+\.\d+\.\d+)(?:-|$)")
+#: The DAGs' and the operator's ``stack`` value that lets the instance family choose.
+STACK_AUTO = "auto"
+STACK_CHOICES: tuple[str, ...] = (STACK_AUTO, *boundary.STACKS)
+#: What ``auto`` picks, first that trains on the family: AWS names the native stack for new Trn2/Trn3 work
+#: and keeps Trn1 on the XLA stack (docs/fidelity.md, "Which stack").
+AUTO_PREFERENCE: tuple[str, ...] = (boundary.STACK_NATIVE, boundary.STACK_XLA)
+#: ``training_support`` values under which a release still trains (a beta counts; ``unsupported`` does not).
+TRAINING_OFFERED: frozenset[str] = frozenset({"supported", "beta"})
 
 
 class NeuronDriverMismatchError(ValueError):
@@ -85,8 +98,14 @@ class NeuronRelease:
         return self.training_support == "supported"
 
     @property
+    def offers_training(self) -> bool:
+        """Supported or in beta: a release AWS has not ended training on."""
+        return self.training_support in TRAINING_OFFERED
+
+    @property
     def dlc(self) -> str:
-        return f"{self.dlc_image}:{self.dlc_tag}"
+        """The training DLC, or ``""`` for a release AWS publishes none for."""
+        return f"{self.dlc_image}:{self.dlc_tag}" if self.dlc_image and self.dlc_tag else ""
 
     @property
     def driver_range(self) -> str:
@@ -110,6 +129,13 @@ class ReleaseTable:
         """The release ``docker/Dockerfile`` builds on (and so every image NeuronImageBuildOperator builds)."""
         return self.releases[self.image_release]
 
+    def stack_releases(self, stack: str, instance_type: str) -> list[NeuronRelease]:
+        """The releases of ``stack`` that still train on ``instance_type``'s family, oldest first."""
+        found = [
+            r for r in self.releases.values() if r.stack == stack and r.offers_training and r.trains_on(instance_type)
+        ]
+        return sorted(found, key=lambda r: version_key(r.version))
+
     def by_runtime(self, runtime_version: str) -> NeuronRelease | None:
         """The release whose runtime is ``runtime_version`` (matched on its numeric components)."""
         key = version_key(runtime_version)
@@ -129,8 +155,8 @@ def _release(entry: dict[str, Any]) -> NeuronRelease:
     return NeuronRelease(
         version=entry["version"],
         stack=entry["stack"],
-        dlc_image=entry["dlc_image"],
-        dlc_tag=entry["dlc_tag"],
+        dlc_image=entry.get("dlc_image", ""),
+        dlc_tag=entry.get("dlc_tag", ""),
         python=entry["python"],
         runtime=entry["runtime"],
         collectives=entry["collectives"],
@@ -139,9 +165,9 @@ def _release(entry: dict[str, Any]) -> NeuronRelease:
         driver_newest=entry.get("driver_newest") or None,
         compiler=entry["compiler"],
         torch_neuronx=entry["torch_neuronx"],
-        neuronx_distributed=entry["neuronx_distributed"],
+        neuronx_distributed=entry.get("neuronx_distributed", ""),
         torch=entry["torch"],
-        transformers=entry["transformers"],
+        transformers=entry.get("transformers", ""),
         training_families=tuple(entry["training_families"]),
         training_support=entry["training_support"],
         support_note=entry["support_note"],
@@ -156,6 +182,12 @@ def table() -> ReleaseTable:
     releases = {entry["version"]: _release(entry) for entry in data["release"]}
     if data["image_release"] not in releases:
         raise ValueError(f"{TABLE_PATH.name}: image_release {data['image_release']} is not in the table")
+    for release in releases.values():
+        if release.stack not in boundary.STACKS:
+            raise ValueError(
+                f"{TABLE_PATH.name}: release {release.version} has stack {release.stack!r}, "
+                f"not one of {boundary.STACKS}"
+            )
     return ReleaseTable(as_of=data["as_of"], image_release=data["image_release"], releases=releases)
 
 
@@ -249,3 +281,44 @@ def family_problem(image: str | None, instance_type: str, labels: dict[str, str]
         f"Neuron {release.version} ({release.stack} stack) does not support training on {family(instance_type)} "
         f"({instance_type}); it trains on {', '.join(release.training_families)}"
     )
+
+
+def stack_problem(stack: str, instance_type: str) -> str | None:
+    """Why ``stack`` cannot train on ``instance_type``'s family, or None when the release table says it can.
+
+    The message names ``stack``, the family and the stack to use instead (or ``auto``, which picks it).
+    """
+    if stack not in boundary.STACKS:
+        return f"stack {stack!r} is not one of: {', '.join(STACK_CHOICES)}"
+    releases = table()
+    if releases.stack_releases(stack, instance_type):
+        return None
+    others = [s for s in AUTO_PREFERENCE if s != stack and releases.stack_releases(s, instance_type)]
+    fix = f"use stack {others[0]!r} (or 'auto')" if others else "no stack in the release table trains there"
+    offered = sorted(
+        {f for r in releases.releases.values() if r.stack == stack and r.offers_training for f in r.training_families}
+    )
+    where = f"it trains on {', '.join(offered)}" if offered else "no release of it still trains"
+    return (
+        f"stack {stack!r} does not train on {family(instance_type)} ({instance_type}): in the Neuron release table "
+        f"{where}; {fix}"
+    )
+
+
+def auto_stack(instance_type: str) -> str:
+    """The stack ``auto`` means on ``instance_type``: the first of ``AUTO_PREFERENCE`` that trains on its family
+    (``xla`` on Trn1, ``native`` on Trn2 and Trn3); ``xla`` where none does, which then fails its check."""
+    for stack in AUTO_PREFERENCE:
+        if table().stack_releases(stack, instance_type):
+            return stack
+    return boundary.STACK_XLA
+
+
+def resolve_stack(stack: str | None, instance_type: str) -> str:
+    """``stack`` as a job runs it: ``auto`` (or none) resolved for ``instance_type``; raise ValueError with
+    :func:`stack_problem`'s message when the stack cannot train there."""
+    chosen = auto_stack(instance_type) if stack in (None, "", STACK_AUTO) else str(stack)
+    problem = stack_problem(chosen, instance_type)
+    if problem:
+        raise ValueError(problem)
+    return chosen

@@ -50,7 +50,7 @@ ENV_RESERVED: frozenset[str] = frozenset(
     {
         *boundary.RENDEZVOUS_ENV, boundary.ENV_LEGACY_MAIN_ADDR, boundary.ENV_LEGACY_MAIN_PORT,
         boundary.ENV_RANK_LOG_DIR, boundary.ENV_LAUNCH_DRY_RUN, boundary.ENV_JOB_NAME, boundary.ENV_JOB_HASH,
-        boundary.ENV_INSTANCE_TYPE, boundary.ENV_PEAK_FLOPS,
+        boundary.ENV_INSTANCE_TYPE, boundary.ENV_PEAK_FLOPS, boundary.ENV_STACK,
     }
 )  # fmt: skip
 
@@ -84,7 +84,9 @@ class JobSpec:
 
     ``entry_point`` is a Python module run with ``python -m`` (inside torchrun when ``distributed``).
     ``processes_per_node`` defaults to the instance's NeuronCores: a missing value would silently train
-    on one core per node.
+    on one core per node. ``stack`` is the training stack the image carries (``trainer.boundary.STACKS``,
+    resolved already: ``auto`` is the operator's and the DAGs' word); the release table says which families
+    it trains on.
     """
 
     name: str
@@ -103,6 +105,7 @@ class JobSpec:
     output_uri: str | None = None
     #: Command words put in front of each node's command, e.g. ``("neuron_parallel_compile",)``.
     wrapper: tuple[str, ...] = ()
+    stack: str = boundary.STACK_XLA
 
     @property
     def instance(self) -> InstanceType:
@@ -122,9 +125,13 @@ class JobSpec:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, object]:
+        """Plain data; ``stack`` only when it is not ``xla``, so a spec from before stacks existed (whose hash
+        names its running job) keeps its content hash."""
         data = asdict(self)
         data["args"] = list(self.args)
         data["wrapper"] = list(self.wrapper)
+        if data["stack"] == boundary.STACK_XLA:
+            del data["stack"]
         return data
 
     @classmethod
@@ -196,6 +203,14 @@ class JobSpec:
                 )
             elif (instance.name, self.tensor_parallel_size) in UNSUPPORTED_TENSOR_PARALLEL:
                 found.append(UNSUPPORTED_TENSOR_PARALLEL[(instance.name, self.tensor_parallel_size)])
+        if self.stack not in boundary.STACKS:
+            found.append(f"stack {self.stack!r} is not one of: {', '.join(boundary.STACKS)}")
+        elif instance is not None:
+            from airflow_provider_trainium.neuron.releases import stack_problem
+
+            problem = stack_problem(self.stack, self.instance_type)
+            if problem:
+                found.append(problem)
         if self.workload not in WORKLOADS:
             found.append(f"workload {self.workload!r} is not one of: {', '.join(WORKLOADS)}")
         if not isinstance(self.timeout_seconds, int) or not (60 <= self.timeout_seconds <= MAX_TIMEOUT_SECONDS):
@@ -219,6 +234,7 @@ def check_layout(
     processes_per_node: int | None = None,
     tensor_parallel_size: int = 1,
     entry_point: str = "trainer.check",
+    stack: str = boundary.STACK_XLA,
 ) -> None:
     """Validate a DAG run's parallel layout up front, before any job (paid or not) starts."""
     JobSpec(
@@ -228,4 +244,5 @@ def check_layout(
         nodes=nodes,
         processes_per_node=processes_per_node,
         tensor_parallel_size=tensor_parallel_size,
+        stack=stack,
     ).validate()

@@ -4,6 +4,7 @@ import pytest
 
 from airflow_provider_trainium.compute.batch import definitions as defs
 from airflow_provider_trainium.neuron.plan import container_plan
+from airflow_provider_trainium.neuron.releases import auto_stack
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 SETTINGS = defs.BatchSettings(region_name="us-east-1", log_group="/trainium/jobs", job_role_arn="arn:role/job")
@@ -20,7 +21,8 @@ FACTS = {
 
 def spec(instance_type: str = "trn1.32xlarge", nodes: int = 4, **changes) -> JobSpec:
     values = dict(name="train", entry_point="trainer.allreduce", args=("--x", "1"), instance_type=instance_type,
-                  nodes=nodes, image=IMAGE, timeout_seconds=7200, output_uri="s3://bucket/runs/1")  # fmt: skip
+                  nodes=nodes, image=IMAGE, timeout_seconds=7200, output_uri="s3://bucket/runs/1",
+                  stack=auto_stack(instance_type))  # fmt: skip
     values.update(changes)
     return JobSpec(**values).validate()
 
@@ -66,6 +68,7 @@ def test_multinode_definition_field_by_field(instance_type, nodes):
     assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1" and env["FI_EFA_FORK_SAFE"] == "1"
     assert env["MALLOC_ARENA_MAX"] == "64" and env["NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS"] == "3"
     assert env["TRAINIUM_INSTANCE_TYPE"] == instance_type
+    assert env["TRAINIUM_STACK"] == auto_stack(instance_type)  # native on trn2/trn3, xla on trn1
     assert "NEURON_RT_NUM_CORES" not in env  # torchrun ranks each get their own core
     assert "TRAINIUM_OUTPUT_URI" not in env  # per-run values go in the submit overrides
     assert c["logConfiguration"] == {

@@ -16,6 +16,7 @@ from airflow_provider_trainium.compute.ecs.definitions import (
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.neuron.plan import container_plan
+from airflow_provider_trainium.neuron.releases import auto_stack
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium-training:2.31"
@@ -40,8 +41,11 @@ def ecs_shape(operation: str):
 
 def plan_for(instance_type: str, image: str = IMAGE):
     """The plan of a one-node job on ``instance_type``: its task definition depends on nothing per run."""
+    stack = auto_stack(instance_type)
     return container_plan(
-        JobSpec(name="train", entry_point="trainer.mnist_mlp.train", instance_type=instance_type, image=image)
+        JobSpec(
+            name="train", entry_point="trainer.mnist_mlp.train", instance_type=instance_type, image=image, stack=stack
+        )
     )
 
 
@@ -63,6 +67,7 @@ def expected_definition(instance_type: str, chips: int, cpu: int, memory: int, s
                     *BASE_ENV,
                     {"name": "TRAINIUM_INSTANCE_TYPE", "value": instance_type},
                     {"name": "TRAINIUM_PEAK_FLOPS", "value": peak},
+                    {"name": "TRAINIUM_STACK", "value": auto_stack(instance_type)},
                 ],
                 "linuxParameters": {
                     "devices": [

@@ -10,6 +10,7 @@ from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.container import container_shape
 from airflow_provider_trainium.neuron.launch import job_environment
 from airflow_provider_trainium.neuron.plan import container_plan
+from airflow_provider_trainium.neuron.releases import auto_stack
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "a" * 64
@@ -26,6 +27,7 @@ def spec(instance_type: str, nodes: int = 1, **changes: object) -> JobSpec:
         "image": IMAGE,
         "output_uri": "s3://b/runs/1",
         "env": {"TRAINIUM_SEED": "3"},
+        "stack": auto_stack(instance_type),
     }
     values.update(changes)
     return JobSpec(**values).validate()  # type: ignore[arg-type]

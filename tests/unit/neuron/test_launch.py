@@ -98,6 +98,14 @@ def test_efa_and_collective_interface_only_for_multi_node_on_efa_instances():
     assert env["CCOM_SOCKET_IFNAME"] == "eth0"
 
 
+@pytest.mark.parametrize("stack", ["xla", "native"])
+def test_the_layout_tells_the_trainer_its_stack_on_every_backend(stack):
+    s = spec(instance_type="trn2.48xlarge", nodes=2, stack=stack, image="acct.dkr.ecr.us-east-1.amazonaws.com/t:1")
+    plan = container_plan(s)
+    assert plan.preset_environment["TRAINIUM_STACK"] == stack == plan.environment["TRAINIUM_STACK"]  # local
+    assert "TRAINIUM_STACK" not in plan.run_environment  # a layout's value: in the definitions, not the overrides
+
+
 def test_environment_presets_and_overrides():
     env = job_environment(spec(workload="llm", env={"MALLOC_ARENA_MAX": "8"}, output_uri="s3://b/o"))
     assert env["NEURON_CC_FLAGS"] == "--model-type transformer --distribution-strategy=llm-training"

@@ -11,6 +11,7 @@ from airflow_provider_trainium.compute.ecs import definitions as ecs
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.plan import PEAK_FLOPS_ENV, container_plan, peak_flops_per_core
+from airflow_provider_trainium.neuron.releases import auto_stack
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "b" * 64
@@ -37,7 +38,7 @@ def _env(pairs: list[dict[str, str]]) -> dict[str, str]:
 
 @pytest.mark.parametrize("instance_type", sorted(CATALOG))
 def test_the_mfu_peak_is_one_neuroncores_share_of_the_instance_on_trainium_only(instance_type: str) -> None:
-    s = spec(instance_type=instance_type)
+    s = spec(instance_type=instance_type, stack=auto_stack(instance_type))
     instance = CATALOG[instance_type]
     on_trainium = container_plan(s)
     assert on_trainium.peak_flops == pytest.approx(instance.peak_bf16_tflops * 1e12 / instance.neuron_cores)

@@ -10,9 +10,12 @@ import pytest
 from airflow_provider_trainium.neuron import launch, releases
 from airflow_provider_trainium.neuron.releases import (
     RUNTIME_LABEL,
+    auto_stack,
     driver_problem,
     family_problem,
     image_runtime,
+    resolve_stack,
+    stack_problem,
     table,
     within,
 )
@@ -27,9 +30,12 @@ def test_every_release_names_the_document_behind_its_values(version: str) -> Non
     release = table().releases[version]
     missing = [name for name in SOURCED if not release.sources.get(name)]
     assert not missing, f"{version}: no source for {missing}"
-    assert release.dlc_tag.endswith("ubuntu24.04") and f"sdk{version}" in release.dlc_tag
-    assert release.training_support in ("supported", "unsupported")
-    assert release.stack == "xla"
+    assert release.training_support in ("supported", "beta", "unsupported")
+    assert release.stack in ("xla", "native")
+    if release.stack == "xla":
+        assert release.dlc_tag.endswith("ubuntu24.04") and f"sdk{version}" in release.dlc_tag
+    else:  # AWS publishes no training DLC for the native stack
+        assert release.dlc == "" and not release.neuronx_distributed
     assert all(isinstance(getattr(release, f.name), str) for f in dataclasses.fields(release) if f.type == "str")
 
 
@@ -89,3 +95,56 @@ def test_runtime_variables_a_release_deprecates_are_not_preset() -> None:
     own = JobSpec(name="job", entry_point="trainer.allreduce", image=None)
     assert launch.job_environment(own)[name] == "3"
     assert name not in launch.job_environment(dataclasses.replace(own, image=DLC_2_30))
+
+
+def test_the_torchneuron_release_is_a_beta_of_the_native_stack_on_trn2_and_trn3_only() -> None:
+    native = table().releases["2.33.0"]
+    assert (native.stack, native.training_support, native.training_families) == ("native", "beta", ("trn2", "trn3"))
+    assert native.torch_neuronx.startswith("2.14.3.0") and native.torch.startswith("2.14")
+    assert (native.runtime, native.driver) == ("2.35.30.0", "2.31.7.0")
+    assert native.offers_training and not native.supported_for_training
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "auto"),
+    [("trn1.2xlarge", "xla"), ("trn1.32xlarge", "xla"), ("trn1n.32xlarge", "xla"), ("trn2.48xlarge", "native"),
+     ("trn3.48xlarge", "native")],
+)  # fmt: skip
+def test_auto_is_xla_on_trn1_and_native_on_trn2_and_trn3(instance_type: str, auto: str) -> None:
+    assert auto_stack(instance_type) == auto
+    assert stack_problem(auto, instance_type) is None
+    assert resolve_stack("auto", instance_type) == resolve_stack(None, instance_type) == auto
+
+
+@pytest.mark.parametrize(
+    ("stack", "instance_type", "family", "instead"),
+    [("native", "trn1.32xlarge", "trn1", "xla"), ("native", "trn1n.32xlarge", "trn1n", "xla"),
+     ("xla", "trn3.48xlarge", "trn3", "native")],
+)  # fmt: skip
+def test_a_stack_the_table_has_no_release_of_for_the_family_is_refused_naming_stack_family_and_choice(
+    stack: str, instance_type: str, family: str, instead: str
+) -> None:
+    problem = stack_problem(stack, instance_type)
+    assert problem and problem.startswith(f"stack {stack!r} does not train on {family} ({instance_type})")
+    assert f"use stack {instead!r}" in problem
+    with pytest.raises(ValueError, match=f"stack {stack!r} does not train on {family}"):
+        resolve_stack(stack, instance_type)
+
+
+def test_xla_stays_allowed_on_trn2_because_its_supported_release_trains_there() -> None:
+    assert stack_problem("xla", "trn2.48xlarge") is None
+    assert [r.version for r in table().stack_releases("xla", "trn2.48xlarge")] == ["2.28.0"]  # 2.30.0 is unsupported
+
+
+def test_an_unknown_stack_names_the_choices() -> None:
+    assert stack_problem("jax", "trn2.48xlarge") == "stack 'jax' is not one of: auto, xla, native"
+
+
+def test_the_rule_reads_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table whose native release also listed trn1 would let native run there: the rule is the table's."""
+    current = table()
+    native = dataclasses.replace(current.releases["2.33.0"], training_families=("trn1", "trn2", "trn3"))
+    monkeypatch.setattr(
+        releases, "table", lambda: dataclasses.replace(current, releases={**current.releases, "2.33.0": native})
+    )
+    assert stack_problem("native", "trn1.32xlarge") is None

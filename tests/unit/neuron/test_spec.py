@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
@@ -77,6 +79,36 @@ def test_round_trip_and_stable_hash():
     assert again == s
     assert again.content_hash() == s.content_hash()
     assert spec(args=("--epochs", "4")).content_hash() != s.content_hash()
+
+
+def test_the_default_stack_keeps_the_hash_specs_had_before_stacks_existed():
+    """Running jobs are named by their spec's hash: an xla spec must hash as it did (computed before ``stack``)."""
+    s = JobSpec(name="train", entry_point="trainer.llama.train", args=("--steps", "10"), env={"NEURON_A": "1"},
+                instance_type="trn2.48xlarge", nodes=2, output_uri="s3://b/runs/1")  # fmt: skip
+    assert s.stack == "xla" and "stack" not in s.to_dict()
+    assert s.content_hash() == "b8f6524bc364"
+    native = s.with_changes(stack="native")
+    assert native.to_dict()["stack"] == "native" and native.content_hash() != s.content_hash()
+    assert JobSpec.from_dict(native.to_dict()) == native and JobSpec.from_dict(s.to_dict()) == s
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"stack": "auto"}, "stack 'auto' is not one of: xla, native"),  # the operator resolves auto first
+        (
+            {"stack": "native", "instance_type": "trn1.32xlarge"},
+            "stack 'native' does not train on trn1 (trn1.32xlarge)",
+        ),
+        ({"stack": "xla", "instance_type": "trn3.48xlarge"}, "stack 'xla' does not train on trn3 (trn3.48xlarge)"),
+        ({"env": {"TRAINIUM_STACK": "native"}}, "env name 'TRAINIUM_STACK' is set by the backend"),
+    ],
+)
+def test_the_stack_is_checked_against_the_release_table(changes, message):
+    with pytest.raises(JobSpecError, match=re.escape(message)):
+        spec(**changes).validate()
+    assert spec(stack="native", instance_type="trn3.48xlarge").validate().stack == "native"
+    assert spec(stack="xla", instance_type="trn2.48xlarge").validate().stack == "xla"
 
 
 @pytest.mark.parametrize(
