@@ -78,6 +78,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
         or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).
+    :param stack: the training stack, ``xla`` or ``native``; ``auto`` (default) lets the instance family choose
+        (``xla`` on Trn1, ``native`` on Trn2/Trn3). The Neuron release table decides (``neuron.releases``); a
+        stack the family cannot train fails the task before anything is submitted, without retries.
     :param output_uri: where the job writes its results; default
         ``<artifact_root>/runs/<dag_id>/<run>/<task_id>``. Returned as the task's XCom value.
     :param local_max_processes_per_node: on local compute each process stands in for a NeuronCore; this
@@ -96,6 +99,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         "instance_type",
         "nodes",
         "processes_per_node",
+        "stack",
         "compute",
         "image",
         "output_uri",
@@ -122,6 +126,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         distributed: bool = True,
         workload: str = "default",
         compute: str = "auto",
+        stack: str = "auto",
         image: str | None = None,
         output_uri: str | None = None,
         checkpoint_uri: str | None = None,
@@ -144,6 +149,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.distributed = distributed
         self.workload = workload
         self.compute = compute
+        self.stack = stack
         self.image = image
         self.output_uri = output_uri
         self.checkpoint_uri = checkpoint_uri
@@ -197,6 +203,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return ()
 
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
+        from airflow_provider_trainium.neuron.releases import resolve_stack
+
+        stack = resolve_stack(str(self.stack), str(self.instance_type))  # the release table's rule, before all else
         prefix = self.run_prefix(context, config)
         ti = context["ti"]
         spec = JobSpec(
@@ -217,6 +226,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             checkpoint_uri=self.checkpoint_uri,
             output_uri=self.output_uri or prefix,
             wrapper=self.wrapper(backend),
+            stack=stack,
         )
         from airflow_provider_trainium.compute.cost import with_cost_environment
         from airflow_provider_trainium.neuron.pricing import prices_for

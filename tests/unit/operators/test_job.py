@@ -204,3 +204,41 @@ def test_the_compile_operator_builds_its_own_spec_and_leaves_its_fields_alone(tm
     assert prepared.spec.env["TRAINIUM_COMPILE_CACHE_URI"] == f"{tmp_path.as_uri()}/compile-cache/d"
     assert prepared.spec.output_uri.endswith("/t/compile") and prepared.spec.wrapper == ()
     assert op.job_args == ["--lr", "0.1"] and op.compile_cache_uri is None
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "stack", "resolved"),
+    [("trn1.32xlarge", "auto", "xla"), ("trn2.48xlarge", "auto", "native"), ("trn2.48xlarge", "xla", "xla"),
+     ("trn3.48xlarge", "native", "native")],
+)  # fmt: skip
+def test_stack_auto_is_resolved_by_the_instance_family(tmp_path, monkeypatch, instance_type, stack, resolved):
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri(), prices={"trn3.48xlarge": 50.0})
+    op = NeuronJobOperator(task_id="t", entry_point="m", compute="local", instance_type=instance_type, stack=stack)
+    assert "stack" in NeuronJobOperator.template_fields
+    assert op.prepare(context()).spec.stack == resolved
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "stack", "message"),
+    [("trn1.32xlarge", "native", r"stack 'native' does not train on trn1 \(trn1.32xlarge\).*use stack 'xla'"),
+     ("trn3.48xlarge", "xla", r"stack 'xla' does not train on trn3 \(trn3.48xlarge\).*use stack 'native'"),
+     ("trn2.48xlarge", "jax", r"stack 'jax' is not one of: auto, xla, native")],
+)  # fmt: skip
+def test_a_stack_the_family_cannot_train_fails_before_anything_is_submitted(
+    tmp_path, monkeypatch, instance_type, stack, message
+):
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+    submitted: list[str] = []
+
+    class Recording(NeuronJobOperator):
+        def backend_for(self, compute: str) -> ComputeBackend:
+            backend = super().backend_for(compute)
+            monkeypatch.setattr(backend, "submit", lambda *a, **k: submitted.append("submit"))
+            return backend
+
+    op = Recording(task_id="t", entry_point="m", compute="local", instance_type=instance_type, stack=stack)
+    with pytest.raises(AirflowFailException, match=message):
+        op.prepare(context())
+    assert submitted == []
