@@ -14,6 +14,8 @@
 - Output: ``model.safetensors``, ``config.json``, ``tokenizer.json``, ``metrics.json``, ``_SUCCESS`` last.
   A rerun of the same job (same ``TRAINIUM_JOB_HASH``) whose output is complete does nothing.
 - ``--compile-only``: a short trial with the real shapes that fills the compilation cache.
+- ``TRAINIUM_STACK=native``: the native stack's trainer instead (``trainer.llama.native_train``: FSDP2 +
+  DTensor TP, DCP checkpoints), with the same arguments.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.feed import device_feed, gather_batches
 from trainer.common.inputs import check_input
 from trainer.common.metrics import TrainMetrics
+from trainer.common.stack import selected_stack
 from trainer.common.stream import add_stream_args, job_peak_flops
 from trainer.llama import neuron
 from trainer.llama.data import load_blocks, read_index
@@ -95,8 +98,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sequence-parallel", action="store_true")
     p.add_argument("--activation-checkpointing", action="store_true")
     p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
+    p.add_argument("--compile", action="store_true", help="native stack: torch.compile (neuron or inductor)")
+    p.add_argument("--stop-at-step", type=int, default=0,
+                   help="native stack: checkpoint and stop after this step, as a preempted job does")  # fmt: skip
     add_stream_args(p)
     args = p.parse_args(argv)
+    if args.stop_at_step < 0:
+        raise BadInputError(f"--stop-at-step must be >= 0, got {args.stop_at_step}")
     for name in ("max_steps", "batch_size", "log_every", "tensor_parallel_size"):
         if getattr(args, name) < 1:
             raise BadInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -511,6 +519,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     check_input("--base-model-uri", args.base_model_uri)
     check_input("--data-uri", args.data_uri)
+    if selected_stack() == boundary.STACK_NATIVE:
+        from trainer.llama import native_train
+
+        native_train.train(args)
+        return
     train(args)
 
 
