@@ -103,7 +103,7 @@ def _local(uri: str) -> bool:
 def writer(uri: str) -> Any:
     if _local(uri):
         return dcp.FileSystemWriter(uris.local_path(uri))
-    from torch.distributed.checkpoint import FsspecWriter
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
     return FsspecWriter(uri)
 
@@ -116,7 +116,7 @@ def reader(uri: str) -> Any:
         base: type = dcp.FileSystemReader
         path = uris.local_path(uri)
     else:
-        from torch.distributed.checkpoint import FsspecReader
+        from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
 
         base, path = FsspecReader, uri
 

@@ -32,9 +32,9 @@ def data_uri(tmp_path_factory) -> str:
     return str(root / "data")
 
 
-def torchrun(ranks: int, *args: str) -> None:
+def torchrun(ranks: int, *args: str, env: dict[str, str] | None = None) -> None:
     """``python -m torch.distributed.run`` on this host, as the launcher runs it in a container."""
-    env = {**os.environ, "TRAINIUM_STACK": "native", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "TRAINIUM_STACK": "native", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), **(env or {})}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
                "-m", "trainer.llama.train", *args]  # fmt: skip
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -96,17 +96,31 @@ def test_tensor_parallel_computes_what_one_process_does(tmp_path, data_uri):
         torch.testing.assert_close(weights_tp[name], tensor, rtol=1e-4, atol=1e-5)
 
 
-def test_hugging_face_output_loads_and_computes_the_eval_loss(tmp_path, data_uri):
+def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, data_uri):
+    """The output loads with ``from_pretrained`` and computes the run's eval loss; a fine-tune from it starts
+    from those weights (its first loss is the exported model's on that step's batches)."""
     from transformers import AutoModelForCausalLM
 
-    out = tmp_path / "out"
-    torchrun(2, "--data-uri", data_uri, *COMMON, "--output-uri", str(out))
+    from trainer.llama.train import DataOrder
+
+    out, tuned = tmp_path / "out", tmp_path / "tuned"
+    torchrun(2, "--data-uri", data_uri, *COMMON, "--output-uri", str(out), env={"TRAINIUM_PEAK_FLOPS": "1e12"})
     summary = metrics(out)
+    assert summary["peak_flops"] == 2e12 and all(r["mfu"] is not None for r in summary["history"][1:])
     model = AutoModelForCausalLM.from_pretrained(out).eval()
-    blocks = np.concatenate([np.load(p) for p in sorted((Path(data_uri) / "eval").glob("*.npy"))])
-    x = torch.from_numpy(blocks)
+    data = Path(data_uri)
+    eval_blocks = torch.from_numpy(np.concatenate([np.load(p) for p in sorted((data / "eval").glob("*.npy"))]))
     with torch.no_grad():
-        logits = model(input_ids=x).logits.float()
-    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+        logits = model(input_ids=eval_blocks).logits.float()
+        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                 eval_blocks[:, 1:].reshape(-1))  # fmt: skip
     assert float(loss) == pytest.approx(summary["eval_loss"], abs=1e-4)
     assert (out / "_SUCCESS").exists() and (out / "tokenizer.json").exists()
+
+    torchrun(2, "--data-uri", data_uri, *COMMON, "--max-steps", "1", "--output-uri", str(tuned),
+             "--base-model-uri", str(out))  # fmt: skip
+    train = torch.from_numpy(np.concatenate([np.load(p) for p in sorted((data / "train").glob("*.npy"))]))
+    with torch.no_grad():
+        first = [float(model(input_ids=train[order], labels=train[order]).loss)
+                 for order in (DataOrder(len(train), 4, rank, 2, 0).batch(0) for rank in (0, 1))]  # fmt: skip
+    assert metrics(tuned)["history"][0]["loss"] == pytest.approx(sum(first) / 2, abs=1e-5)
