@@ -80,9 +80,10 @@ def job_layout(
     **extra: Any,
 ) -> dict[str, Any]:
     """Operator arguments that run a job where the params say: ``compute``, ``instance_type``, ``nodes``,
-    ``image``, and the job's budget (``max_cost_usd``, ``allow_over_budget_estimate``). ``single_node``: one
-    process on one node (data prep, evaluation); ``instance_type=None`` keeps
-    the operator's default; ``extra`` adds or overrides (``workload="llm"``, ``env=RUNTIME_ENV``)."""
+    ``stack``, ``image``, and the job's budget (``max_cost_usd``, ``allow_over_budget_estimate``).
+    ``single_node``: one process on one node (data prep, evaluation); ``instance_type=None`` keeps the
+    operator's default instance type and so its ``auto`` stack (the run's stack may not train on that type);
+    ``extra`` adds or overrides (``workload="llm"``, ``env=RUNTIME_ENV``)."""
     layout: dict[str, Any] = {
         "compute": "{{ params.compute }}",
         "image": image,
@@ -91,6 +92,7 @@ def job_layout(
     }
     if instance_type is not None:
         layout["instance_type"] = instance_type
+        layout["stack"] = "{{ params.stack }}"
     if single_node:
         layout["distributed"] = False
     else:
@@ -116,11 +118,13 @@ def check_run(
     trainium_conn_id: str = DEFAULT_CONN_ID,
 ) -> TrainiumConfig:
     """Fail the task (no retry) for an untrusted ``image``, an input param outside the allowed prefixes, a
-    layout the instance type cannot hold (``tensor_parallel_size`` counts when the DAG has it), or any error of
-    ``airflow trainium preflight`` for the layout (its AWS checks run only for remote compute)."""
+    layout the instance type cannot hold (``tensor_parallel_size`` counts when the DAG has it), a ``stack`` the
+    instance family cannot train, or any error of ``airflow trainium preflight`` for the layout (its AWS checks
+    run only for remote compute)."""
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    from airflow_provider_trainium.neuron.spec import JobSpecError, check_layout
+    from airflow_provider_trainium.neuron.releases import resolve_stack
+    from airflow_provider_trainium.neuron.spec import check_layout
     from airflow_provider_trainium.params import check_image_param, check_input_param
 
     config = trainium_config(trainium_conn_id)
@@ -128,13 +132,15 @@ def check_run(
     for name in inputs:
         check_input_param(name, params.get(name), config)
     try:
+        stack = resolve_stack(str(params.get("stack") or "auto"), str(params["instance_type"]))
         check_layout(
             params["instance_type"],
             int(params["nodes"]),
             tensor_parallel_size=int(params.get("tensor_parallel_size") or 1),
             entry_point=entry_point,
+            stack=stack,
         )
-    except JobSpecError as err:
+    except ValueError as err:  # JobSpecError included
         raise AirflowFailException(str(err)) from err
     preflight(config, params)
     return config
@@ -154,6 +160,7 @@ def preflight(config: TrainiumConfig, params: Mapping[str, Any]) -> None:
         nodes=int(params["nodes"]),
         compute=str(params.get("compute") or "auto"),
         image=params.get("image") or None,
+        stack=str(params.get("stack") or "auto"),
     )
     log = logging.getLogger(__name__)
     for result in results:

@@ -27,7 +27,8 @@ def layout_params(
     computes: Sequence[str] | None = None,
     compute_description: str | None = None,
 ) -> dict[str, Param]:
-    """``compute``, ``instance_type`` and ``nodes``; the cross-field rules are checked by ``check_layout``.
+    """``compute``, ``instance_type``, ``nodes`` and ``stack``; the cross-field rules are checked by
+    ``check_layout`` and the stack by the release table, both in the DAG's first task.
 
     ``instance_types`` and ``computes`` narrow the choices a DAG offers (e.g. multi-node types only).
     """
@@ -35,6 +36,7 @@ def layout_params(
         "compute": compute_param(),
         "instance_type": Param(instance_type, enum=sorted(CATALOG)),
         "nodes": Param(nodes, type="integer", minimum=1, maximum=max(i.max_nodes for i in CATALOG.values())),
+        "stack": stack_param(),
     }
     params.update(budget_params())
     if instance_types is not None:
@@ -42,6 +44,19 @@ def layout_params(
     if computes is not None:
         params["compute"] = compute_param(only=computes, description=compute_description)
     return params
+
+
+def stack_param() -> Param:
+    """``stack``: ``auto`` (the instance family chooses: ``xla`` on Trn1, ``native`` on Trn2/Trn3), ``xla`` or
+    ``native``; the first task refuses a stack the family cannot train (``neuron.releases.stack_problem``)."""
+    from airflow_provider_trainium.neuron.releases import STACK_CHOICES
+
+    return Param(
+        "auto",
+        enum=list(STACK_CHOICES),
+        description="training stack: auto (xla on Trn1, native on Trn2/Trn3), xla (PyTorch/XLA) or native "
+        "(TorchNeuron)",
+    )
 
 
 def budget_params() -> dict[str, Param]:

@@ -234,9 +234,12 @@ def check_layout(
     processes_per_node: int | None = None,
     tensor_parallel_size: int = 1,
     entry_point: str = "trainer.check",
-    stack: str = boundary.STACK_XLA,
+    stack: str | None = None,
 ) -> None:
-    """Validate a DAG run's parallel layout up front, before any job (paid or not) starts."""
+    """Validate a DAG run's parallel layout up front, before any job (paid or not) starts. Without ``stack``
+    the layout is checked with the stack ``auto`` gives its family (the stack has its own check)."""
+    from airflow_provider_trainium.neuron.releases import auto_stack
+
     JobSpec(
         name="layout-check",
         entry_point=entry_point,
@@ -244,5 +247,5 @@ def check_layout(
         nodes=nodes,
         processes_per_node=processes_per_node,
         tensor_parallel_size=tensor_parallel_size,
-        stack=stack,
+        stack=stack or auto_stack(instance_type),
     ).validate()

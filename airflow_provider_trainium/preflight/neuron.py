@@ -25,6 +25,19 @@ def check_layout_rules(instance_type: str, nodes: int) -> CheckResult:
     return ok("layout", f"{nodes} x {instance_type}")
 
 
+def check_stack(stack: str, instance_type: str) -> CheckResult:
+    """Whether the run's ``stack`` (``auto``, ``xla``, ``native``) trains on the instance family, by the release
+    table; on local compute too, for the instance type the run stands in for."""
+    from airflow_provider_trainium.neuron.releases import STACK_AUTO, auto_stack, stack_problem
+
+    chosen = auto_stack(instance_type) if stack in ("", STACK_AUTO) else stack
+    problem = stack_problem(chosen, instance_type)
+    if problem:
+        return error("stack", problem)
+    how = f" (auto on {instance_type})" if chosen != stack else ""
+    return ok("stack", f"{chosen}{how}")
+
+
 def check_neuron_driver(config: TrainiumConfig, layout: Layout) -> CheckResult:
     from airflow_provider_trainium.neuron.releases import driver_problem, image_runtime
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 CHECKS = (
     "layout",
+    "stack",
     "compute",
     "connection",
     "stack outputs",
@@ -91,14 +92,23 @@ def remote_checks(config: TrainiumConfig, layout: Layout) -> dict[str, Check]:
 
 
 def run_preflight(
-    config: TrainiumConfig, *, instance_type: str, nodes: int, compute: str, image: str | None
+    config: TrainiumConfig,
+    *,
+    instance_type: str,
+    nodes: int,
+    compute: str,
+    image: str | None,
+    stack: str = "auto",
 ) -> list[CheckResult]:
     """Every check of :data:`CHECKS` for this layout, each ok / warning / error with its reason.
 
     ``image`` defaults to the connection's; with neither, the DAG is expected to build one. AWS is asked
     only for remote compute, through the amazon provider's hooks with the connection's ``aws_conn_id``.
     """
-    results = [guarded("layout", lambda: neuron.check_layout_rules(instance_type, nodes))]
+    results = [
+        guarded("layout", lambda: neuron.check_layout_rules(instance_type, nodes)),
+        guarded("stack", lambda: neuron.check_stack(str(stack or "auto"), instance_type)),
+    ]
     backend, resolved = resolved_compute(config, compute, nodes)
     results.append(resolved)
     if backend is None:

@@ -27,6 +27,7 @@ def test_job_layout_distributed_and_single_node() -> None:
         "compute": "{{ params.compute }}",
         "instance_type": "{{ params.instance_type }}",
         "nodes": "{{ params.nodes }}",
+        "stack": "{{ params.stack }}",
         "image": kit.IMAGE_FROM_PARAMS,
         "workload": "llm",
         **BUDGET,
@@ -50,6 +51,33 @@ def test_check_run_refuses_what_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_
         kit.check_run({**GOOD, "input_uri": "s3://elsewhere/x"}, entry_point="t", inputs=["input_uri"])
     with pytest.raises(AirflowFailException):
         kit.check_run({**GOOD, "image": "evil.example/x@sha256:" + "0" * 64}, entry_point="trainer.allreduce")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [({"instance_type": "trn1.32xlarge", "stack": "native"}, r"stack 'native' does not train on trn1 .*'xla'"),
+     ({"instance_type": "trn3.48xlarge", "stack": "xla"}, r"stack 'xla' does not train on trn3 .*'native'")],
+)  # fmt: skip
+def test_check_run_refuses_a_stack_the_family_cannot_train_even_on_local_compute(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, changes, message
+) -> None:
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", raising=False)
+    with pytest.raises(AirflowFailException, match=message):
+        kit.check_run({**GOOD, **changes}, entry_point="trainer.llama.train")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"stack": "auto"}, {"stack": "xla"}, {"instance_type": "trn2.48xlarge", "stack": "native"},
+     {"instance_type": "trn3.48xlarge", "stack": "auto"}],
+)  # fmt: skip
+def test_check_run_lets_local_compute_run_a_stack_its_stand_in_family_trains(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, changes
+) -> None:
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", raising=False)
+    assert kit.check_run({**GOOD, **changes}, entry_point="trainer.llama.train").configured is False
 
 
 def test_plan_helpers() -> None:

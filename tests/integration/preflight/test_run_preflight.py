@@ -10,15 +10,16 @@ from tests.integration.preflight.conftest import INSTANCE_TYPE
 def test_local_compute_needs_nothing_from_aws():
     results = run_preflight(TrainiumConfig(), instance_type=INSTANCE_TYPE, nodes=2, compute="auto", image=None)
     assert [r.name for r in results] == list(CHECKS)
-    assert results[1] == CheckResult("compute", "ok", "local (auto: 2 node(s), trainium connection absent)")
-    assert {r.reason for r in results[2:]} == {"not needed (local compute)"}
+    assert results[1] == CheckResult("stack", "ok", f"xla (auto on {INSTANCE_TYPE})")
+    assert results[2] == CheckResult("compute", "ok", "local (auto: 2 node(s), trainium connection absent)")
+    assert {r.reason for r in results[3:]} == {"not needed (local compute)"}
     assert errors(results) == []
 
 
 def test_remote_results_and_their_errors(deployment):
     config = TrainiumConfig.from_extra(deployment.extra(security_groups=[deployment.open_group]))
     results = run_preflight(config, instance_type=INSTANCE_TYPE, nodes=2, compute="auto", image=None)
-    assert results[1].reason.startswith("batch (auto")
+    assert results[2].reason.startswith("batch (auto")
     assert [r.name for r in errors(results)] == ["efa security group"]
     image = next(r for r in results if r.name == "image")
     assert image.status == "ok" and deployment.digest in image.reason  # None: the connection's image
@@ -26,5 +27,16 @@ def test_remote_results_and_their_errors(deployment):
 
 def test_an_unknown_backend_stops_after_the_compute_check():
     results = run_preflight(TrainiumConfig(), instance_type=INSTANCE_TYPE, nodes=1, compute="k8s", image=None)
-    assert [(r.name, r.status) for r in results] == [("layout", "ok"), ("compute", "error")]
-    assert "is not one of" in results[1].reason
+    assert [(r.name, r.status) for r in results] == [("layout", "ok"), ("stack", "ok"), ("compute", "error")]
+    assert "is not one of" in results[2].reason
+
+
+def test_a_stack_the_family_cannot_train_is_an_error_on_local_compute_too():
+    results = run_preflight(
+        TrainiumConfig(), instance_type="trn1.32xlarge", nodes=1, compute="local", image=None, stack="native"
+    )
+    stack = next(r for r in results if r.name == "stack")
+    assert stack.status == "error" and stack.reason.startswith("stack 'native' does not train on trn1 (trn1.32xlarge)")
+    assert [r.name for r in errors(results)] == ["stack"]
+    ok = run_preflight(TrainiumConfig(), instance_type="trn3.48xlarge", nodes=1, compute="local", image=None)
+    assert next(r for r in ok if r.name == "stack") == CheckResult("stack", "ok", "native (auto on trn3.48xlarge)")
