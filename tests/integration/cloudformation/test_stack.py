@@ -41,6 +41,12 @@ def test_outputs_become_typed_fields_and_other_outputs_are_left_out() -> None:
     assert "vpc_id" not in fields and "instance_profile_arn" not in fields
 
 
+def test_the_batch_stacks_trn3_queue_becomes_the_connections_trn3_queue() -> None:
+    """``configure`` maps the BatchJobQueues output, one pair per enabled instance type, trn3.48xlarge included."""
+    fields = fields_from_outputs("b", {**BASE, "BatchJobQueues": "trn2.48xlarge=arn:q2,trn3.48xlarge=arn:q3"})
+    assert fields["batch_job_queues"] == {"trn2.48xlarge": "arn:q2", "trn3.48xlarge": "arn:q3"}
+
+
 def test_three_stacks_make_one_connection() -> None:
     ecs = {"EcsCluster": "c", "EcsCapacityProvider": "cp"}
     extra = connection_extra([("base", BASE), ("ecs", ecs), ("batch", BATCH)], aws_conn_id="aws_prod")
