@@ -305,19 +305,48 @@ def stack_problem(stack: str, instance_type: str) -> str | None:
     )
 
 
-def auto_stack(instance_type: str) -> str:
-    """The stack ``auto`` means on ``instance_type``: the first of ``AUTO_PREFERENCE`` that trains on its family
-    (``xla`` on Trn1, ``native`` on Trn2 and Trn3); ``xla`` where none does, which then fails its check."""
+def image_stack(image: str | None) -> str | None:
+    """The stack ``image``'s Neuron release carries (by its runtime label or DLC tag; the project's own image
+    without either), or None when the table does not know the release."""
+    release = image_runtime(image).release
+    return release.stack if release else None
+
+
+def auto_stack(instance_type: str, image: str | None = None) -> str:
+    """The stack ``auto`` means on ``instance_type``.
+
+    With the ``image`` a job will run, the stack that image carries wins where it trains on the family: a Trn2
+    job on the XLA image stays on XLA instead of asking that image for a native trainer it does not hold.
+    Without one (local compute, a DAG's first check), the first of ``AUTO_PREFERENCE`` that trains on the
+    family (``xla`` on Trn1, ``native`` on Trn2 and Trn3); ``xla`` where none does, which then fails its check.
+    """
+    carried = image_stack(image) if image else None
+    if carried and table().stack_releases(carried, instance_type):
+        return carried
     for stack in AUTO_PREFERENCE:
         if table().stack_releases(stack, instance_type):
             return stack
     return boundary.STACK_XLA
 
 
-def resolve_stack(stack: str | None, instance_type: str) -> str:
-    """``stack`` as a job runs it: ``auto`` (or none) resolved for ``instance_type``; raise ValueError with
-    :func:`stack_problem`'s message when the stack cannot train there."""
-    chosen = auto_stack(instance_type) if stack in (None, "", STACK_AUTO) else str(stack)
+def image_stack_problem(stack: str, image: str | None) -> str | None:
+    """Why ``image`` cannot run a ``stack`` job (its release carries the other stack), or None."""
+    carried = image_stack(image) if image else None
+    if carried is None or carried == stack:
+        return None
+    found = image_runtime(image)
+    return (
+        f"stack {stack!r} needs an image of that stack, but {image} carries Neuron runtime {found.runtime} "
+        f"({found.how}), a {carried!r} stack release: use stack {carried!r} (or 'auto') or an image of the "
+        f"{stack!r} stack"
+    )
+
+
+def resolve_stack(stack: str | None, instance_type: str, image: str | None = None) -> str:
+    """``stack`` as a job runs it: ``auto`` (or none) resolved for ``instance_type`` (and the ``image`` it runs,
+    see :func:`auto_stack`); raise ValueError with :func:`stack_problem`'s message when the stack cannot train
+    there."""
+    chosen = auto_stack(instance_type, image) if stack in (None, "", STACK_AUTO) else str(stack)
     problem = stack_problem(chosen, instance_type)
     if problem:
         raise ValueError(problem)

@@ -205,7 +205,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
         from airflow_provider_trainium.neuron.releases import resolve_stack
 
-        stack = resolve_stack(str(self.stack), str(self.instance_type))  # the release table's rule, before all else
+        # the release table's rule, before all else; an image-running backend's image carries its own stack
+        image = (self.image or config.image) if backend.runs_image else None
+        stack = resolve_stack(str(self.stack), str(self.instance_type), image)
         prefix = self.run_prefix(context, config)
         ti = context["ti"]
         spec = JobSpec(
@@ -267,8 +269,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         """The hosts' Neuron driver must accept the image's Neuron runtime, or ``nrt_init()`` fails on the paid
         instances at the job's first device use. A connection that does not know its driver gets a warning."""
         if backend.runs_image:
-            from airflow_provider_trainium.neuron.releases import driver_check
+            from airflow_provider_trainium.neuron.releases import driver_check, image_stack_problem
 
+            problem = image_stack_problem(prepared.spec.stack, prepared.spec.image)
+            if problem:
+                raise ValueError(problem)
             warning = driver_check(prepared.spec.image, self.config().neuron_driver_version)
             if warning:
                 self.log.warning("%s", warning)

@@ -148,3 +148,19 @@ def test_the_rule_reads_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
         releases, "table", lambda: dataclasses.replace(current, releases={**current.releases, "2.33.0": native})
     )
     assert stack_problem("native", "trn1.32xlarge") is None
+
+
+def test_auto_keeps_the_stack_the_jobs_image_carries_where_it_trains() -> None:
+    from airflow_provider_trainium.neuron.releases import image_stack, image_stack_problem
+
+    own = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "e" * 64  # no label: docker/'s release
+    assert image_stack(DLC_2_30) == "xla" and image_stack(own) == "xla"
+    # Trn2 on the XLA image stays on XLA (that image holds no native trainer); without an image, native
+    assert auto_stack("trn2.48xlarge", DLC_2_30) == "xla" and auto_stack("trn2.48xlarge") == "native"
+    # an image whose stack cannot train on the family does not decide: Trn3 is native whatever the image
+    assert auto_stack("trn3.48xlarge", DLC_2_30) == "native"
+    problem = image_stack_problem("native", DLC_2_30)
+    assert (
+        problem and problem.startswith("stack 'native' needs an image of that stack") and "use stack 'xla'" in problem
+    )
+    assert image_stack_problem("xla", DLC_2_30) is None and image_stack_problem("native", None) is None
