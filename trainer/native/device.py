@@ -26,9 +26,12 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from trainer.common.errors import BadInputError
 
 NEURON = "neuron"
 CPU = "cpu"
@@ -51,11 +54,31 @@ def neuron_module() -> Any | None:
     return module if module is not None and hasattr(module, "is_available") else None
 
 
-def detect_device_type(neuron: Callable[[], Any | None] = neuron_module) -> str:
-    """``neuron`` when the device module says a device is available, else ``cpu``."""
+#: The host's Neuron devices, mapped into the container one per chip (``/dev/neuron0`` ...).
+NEURON_DEVICE_GLOB = "neuron[0-9]*"
+
+
+def host_has_neuron_devices(dev: Path = Path("/dev")) -> bool:
+    return any(dev.glob(NEURON_DEVICE_GLOB))
+
+
+def detect_device_type(
+    neuron: Callable[[], Any | None] = neuron_module, host_devices: Callable[[], bool] = host_has_neuron_devices
+) -> str:
+    """``neuron`` when the device module says a device is available, else ``cpu``.
+
+    ``cpu`` on a host whose Neuron devices are mapped in would train a paid Trainium job on its CPU, slowly and
+    without an error: that is an image without TorchNeuron (the XLA image, or a broken native one), refused.
+    """
     module = neuron()
     if module is not None and module.is_available() and module.device_count() > 0:
         return NEURON
+    if host_devices():
+        raise BadInputError(
+            "this host has Neuron devices (/dev/neuron*) but no TorchNeuron device: the native stack needs an "
+            "image with TorchNeuron (torch-neuronx of the native stack); run the XLA stack (stack=xla) on this "
+            "image, or an image of the native stack"
+        )
     return CPU
 
 

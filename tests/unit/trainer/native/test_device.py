@@ -28,7 +28,15 @@ def test_cpu_without_torchneuron_here():
 
 @pytest.mark.parametrize(("available", "count", "expected"), [(True, 2, "neuron"), (True, 0, "cpu"), (False, 8, "cpu")])
 def test_neuron_only_with_an_available_device(available, count, expected):
-    assert native.detect_device_type(lambda: FakeNeuron(available, count)) == expected
+    assert native.detect_device_type(lambda: FakeNeuron(available, count), lambda: False) == expected
+
+
+def test_a_trainium_host_without_torchneuron_is_refused_not_trained_on_its_cpu(tmp_path):
+    (tmp_path / "neuron0").touch()
+    assert native.host_has_neuron_devices(tmp_path) and not native.host_has_neuron_devices(tmp_path / "none")
+    with pytest.raises(BadInputError, match="no TorchNeuron device"):
+        native.detect_device_type(lambda: None, lambda: native.host_has_neuron_devices(tmp_path))
+    assert native.detect_device_type(lambda: FakeNeuron(True, 2), lambda: True) == "neuron"
 
 
 def test_cpu_device_ignores_the_local_rank_and_uses_gloo():
