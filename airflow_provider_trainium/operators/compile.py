@@ -93,7 +93,9 @@ class NeuronCompileOperator(NeuronTrainingOperator):
 
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
         spec = super().build_spec(context, config, backend)
-        return spec.with_changes(output_uri=f"{spec.output_uri}/compile").validate()
+        # neuron_parallel_compile is the XLA stack's tool; on the native stack torch.compile fills its own cache
+        wrapper = () if spec.stack == boundary.STACK_NATIVE else spec.wrapper
+        return spec.with_changes(output_uri=f"{spec.output_uri}/compile", wrapper=wrapper).validate()
 
     # -- the cache key ------------------------------------------------------------------------------
     def key_for(self, spec: JobSpec, backend: ComputeBackend) -> tuple[str, dict[str, Any]]:

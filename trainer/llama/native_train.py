@@ -88,9 +88,7 @@ def evaluate(model: torch.nn.Module, blocks: Any, device: NativeDevice, batch_si
 def train(args: argparse.Namespace) -> dict[str, Any]:
     from trainer.llama.train import DataOrder, already_done, lr_lambda  # the XLA path's module: shared pieces
 
-    if args.compile_only:
-        raise BadInputError("--compile-only is not implemented on the native stack yet")
-    if already_done(args.output_uri):
+    if not args.compile_only and already_done(args.output_uri):
         log.info("output %s is already complete for this job; nothing to do", args.output_uri)
         return uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
     index = read_index(args.data_uri)
@@ -120,7 +118,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                             f"per rank x {layout.data_parallel_size} data-parallel ranks")  # fmt: skip
 
     step = 0
-    saved = dcp_checkpoint.latest(args.checkpoint_uri)
+    # the compile trial (--compile-only) runs the real steps from scratch and keeps nothing but its summary:
+    # with --compile it fills torch.compile's caches; without, it proves the command and layout run
+    saved = None if args.compile_only else dcp_checkpoint.latest(args.checkpoint_uri)
     if saved:
         step = dcp_checkpoint.load(args.checkpoint_uri, saved, model, optimizer, scheduler)
     resumed_from = step or None
@@ -130,7 +130,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     tokens_per_step = args.batch_size * seq_len * layout.data_parallel_size
     metrics = TrainMetrics(args.output_uri, enabled=layout.is_main, total_steps=args.max_steps, start_step=step,
                            items_per_step=tokens_per_step, unit="tokens", flops_per_item=per_token,
-                           peak_flops=job_peak_flops(layout.world_size), every_s=args.stream_every_s,
+                           peak_flops=job_peak_flops(layout.world_size), live=not args.compile_only,
+                           every_s=args.stream_every_s,
                            progress_every_s=args.progress_every_s)  # fmt: skip
     tokens = torch.from_numpy(train_blocks)
     last_loss, trained_tokens, started = float("nan"), 0, time.perf_counter()
@@ -151,7 +152,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             metrics.train(step=step, epoch=order.position(step - 1)[0], loss=last_loss,
                           lr=scheduler.get_last_lr()[0])  # fmt: skip
         due = args.checkpoint_every and step % args.checkpoint_every == 0
-        if args.checkpoint_uri and (due or step == stop):
+        if args.checkpoint_uri and not args.compile_only and (due or step == stop):
             dcp_checkpoint.save(args.checkpoint_uri, step, model, optimizer, scheduler, args.keep_checkpoints)
     train_seconds = time.perf_counter() - started
     if step < args.max_steps:
@@ -161,7 +162,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         return {"steps": step, "stopped": True}
 
     eval_loss = evaluate(model, eval_blocks if len(eval_blocks) else train_blocks[: args.batch_size], device,
-                         args.batch_size, args.eval_batches, args.precision, layout)  # fmt: skip
+                         args.batch_size, 2 if args.compile_only else args.eval_batches, args.precision,
+                         layout)  # fmt: skip
     metrics.eval(step=step, loss=eval_loss)
     tokens_per_s = trained_tokens / train_seconds if train_seconds and trained_tokens else 0.0
     summary: dict[str, Any] = {
@@ -184,19 +186,26 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "peak_flops": metrics.peak_flops,
         "mfu": metrics.mfu(tokens_per_s) if tokens_per_s else None,
         "compiled": bool(args.compile),
+        "compile_only": args.compile_only,
         "base_model_uri": args.base_model_uri,
         "data_uri": args.data_uri,
     }
-    if base is not None and layout.is_main:
+    if base is not None and layout.is_main and not args.compile_only:
         summary["base_model"] = base.fingerprint()
     log.info("summary %s", json.dumps(summary, sort_keys=True))
-    # every rank joins the gathers; rank 0 receives the whole state dict on the host and writes it
-    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    # every rank joins the gathers; rank 0 receives the whole state dict on the host and writes it (the trial
+    # writes no model: every rank skips the gathers alike)
+    full = (
+        None
+        if args.compile_only
+        else get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    )
     if layout.is_main and args.output_uri:
-        save_model(full, config, args.output_uri, args.max_shard_bytes)
-        write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
-        lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
-        uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)
+        if full is not None:
+            save_model(full, config, args.output_uri, args.max_shard_bytes)
+            write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
+            lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
+            uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)
         metrics.finish(summary)
         uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
                         {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip

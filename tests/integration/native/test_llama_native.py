@@ -124,3 +124,13 @@ def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, data_uri):
         first = [float(model(input_ids=train[order], labels=train[order]).loss)
                  for order in (DataOrder(len(train), 4, rank, 2, 0).batch(0) for rank in (0, 1))]  # fmt: skip
     assert metrics(tuned)["history"][0]["loss"] == pytest.approx(sum(first) / 2, abs=1e-5)
+
+
+def test_the_compile_trial_runs_the_real_steps_and_keeps_only_its_summary(tmp_path, data_uri):
+    out, ckpt = tmp_path / "compile", tmp_path / "ckpt"
+    torchrun(2, "--data-uri", data_uri, "--compile-only", "--max-steps", "2", "--batch-size", "4",
+             "--output-uri", str(out), "--checkpoint-uri", str(ckpt), "--checkpoint-every", "1")  # fmt: skip
+    summary = metrics(out)
+    assert summary["compile_only"] is True and summary["stack"] == "native" and summary["steps"] == 2
+    assert (out / "_SUCCESS").exists() and not (out / "model.safetensors").exists()
+    assert not ckpt.exists() and not (out / "stream").exists()  # no checkpoint, no live curve of a trial

@@ -206,6 +206,20 @@ def test_the_compile_operator_builds_its_own_spec_and_leaves_its_fields_alone(tm
     assert op.job_args == ["--lr", "0.1"] and op.compile_cache_uri is None
 
 
+@pytest.mark.parametrize(("stack", "wrapper"), [("xla", ("neuron_parallel_compile",)), ("native", ())])
+def test_the_compile_trial_is_wrapped_in_neuron_parallel_compile_on_the_xla_stack_only(
+    tmp_path, monkeypatch, stack, wrapper
+):
+    from airflow_provider_trainium.compute.local.backend import LocalBackend
+
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+    # a backend on Neuron hardware wraps the trial (local compute lets torch-xla fill its cache itself)
+    monkeypatch.setattr(LocalBackend, "compile_wrapper", lambda self: ("neuron_parallel_compile",))
+    op = NeuronCompileOperator(task_id="t", entry_point="m", compute="local", instance_type="trn2.48xlarge",
+                               stack=stack, trial_steps=2)  # fmt: skip
+    assert op.prepare(context()).spec.wrapper == wrapper
+
+
 @pytest.mark.parametrize(
     ("instance_type", "stack", "resolved"),
     [("trn1.32xlarge", "auto", "xla"), ("trn2.48xlarge", "auto", "native"), ("trn2.48xlarge", "xla", "xla"),
