@@ -1,0 +1,45 @@
+"""``trainium_llama_pretrain`` on the native stack through ``dag.test()``: local compute, 2 ranks on gloo.
+
+The run's params choose the stack; the job's container plan carries ``TRAINIUM_STACK=native`` to the trainer,
+its compile task runs the native trial, and the registered version loads with ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+DAGS = Path(__file__).resolve().parents[3] / "dags"
+NATIVE = {"compute": "local", "stack": "native", "instance_type": "trn2.48xlarge", "max_steps": 10,
+          "log_every": 5, "checkpoint_every": 5}  # fmt: skip
+
+
+@pytest.fixture
+def artifact_root(tmp_path, monkeypatch):
+    conn = json.dumps({"conn_type": "trainium", "extra": {"artifact_root": tmp_path.as_uri()}})
+    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", conn)
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_pretrain_dag_on_the_native_stack_registers_a_version_from_pretrained_loads(artifact_root):
+    from airflow.dag_processing.dagbag import DagBag
+    from transformers import AutoModelForCausalLM
+
+    from airflow_provider_trainium.registry import ModelRegistry
+
+    bag = DagBag(dag_folder=str(DAGS))
+    assert bag.import_errors == {}
+    run = bag.get_dag("trainium_llama_pretrain").test(run_conf=NATIVE)
+    assert str(run.state) == "success"
+    model = ModelRegistry(artifact_root.as_uri()).get_version("llama-pretrain", 1)
+    metrics = model.metrics
+    assert metrics["stack"] == "native" and metrics["process_group_backend"] == "gloo"
+    assert metrics["world_size"] == 2 and metrics["steps"] == 10
+    (model_dir,) = (artifact_root / "llama" / "pretrain").glob("*/model")
+    loaded = AutoModelForCausalLM.from_pretrained(model_dir)
+    assert loaded.config.model_type == "llama"
+    summaries = [json.loads(p.read_text()) for p in artifact_root.rglob("compile/metrics.json")]
+    assert [(s["compile_only"], s.get("stack")) for s in summaries] == [(True, "native")]
