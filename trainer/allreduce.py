@@ -5,6 +5,9 @@ W(W+1)/2, so a rank that was counted twice or missed is caught too), then times 
 to report bus bandwidth. On Neuron the reduction runs on the NeuronCores through the ``xla`` process
 group (and EFA between nodes). torch-xla's PJRT CPU client has no cross-process collectives, so on the
 CPU the same reduction goes through ``gloo`` on the host (see trainer.common.distributed).
+
+On the native stack (``TRAINIUM_STACK=native``) the same checks run through plain ``torch.distributed`` on the
+native device: the ``neuron`` process group on Trainium, ``gloo`` on a CPU (``trainer.native``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.device import init_runtime
 from trainer.common.distributed import init_distributed
+from trainer.common.stack import selected_stack
 
 log = logging.getLogger("trainer")
 EXIT_MISMATCH = boundary.EXIT_ALLREDUCE_MISMATCH
@@ -35,14 +39,45 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+class _NativeGroup:
+    """The native stack's process group in the shape the checks below use (the XLA path's ``Distributed``)."""
+
+    def __init__(self) -> None:
+        import torch.distributed as torch_dist
+
+        from trainer.native.device import init_device
+        from trainer.native.parallel import init_process_group
+
+        self._dist = torch_dist
+        self.device = init_device()
+        layout = init_process_group(self.device)
+        self.rank, self.world_size, self.is_main = layout.rank, layout.world_size, layout.is_main
+        self.backend, self.name = self.device.backend, f"native-{self.device.type}"
+
+    def all_reduce_sum(self, tensor: torch.Tensor, _runtime: object = None) -> torch.Tensor:
+        self._dist.all_reduce(tensor)
+        return tensor.cpu()
+
+    def barrier(self) -> None:
+        self._dist.barrier()
+
+    def close(self) -> None:
+        self._dist.destroy_process_group()
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
-    runtime = init_runtime()
-    dist = init_distributed(runtime)
+    if selected_stack() == boundary.STACK_NATIVE:
+        dist = runtime = _NativeGroup()
+        device = dist.device.device
+    else:
+        runtime = init_runtime()
+        dist = init_distributed(runtime)
+        device = runtime.device
     world = dist.world_size
-    ones = dist.all_reduce_sum(torch.ones(args.elements, device=runtime.device), runtime)
-    ranks = dist.all_reduce_sum(torch.full((args.elements,), float(dist.rank + 1), device=runtime.device), runtime)
+    ones = dist.all_reduce_sum(torch.ones(args.elements, device=device), runtime)
+    ranks = dist.all_reduce_sum(torch.full((args.elements,), float(dist.rank + 1), device=device), runtime)
     expected_ranks = world * (world + 1) / 2
     ok = bool(torch.all(ones == world)) and bool(torch.all(ranks == expected_ranks))
     print(
@@ -52,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     bus_gbps = None
     if args.bandwidth_mb > 0 and args.iterations > 0:
-        payload = torch.ones(int(args.bandwidth_mb * 1024 * 1024 / 4), device=runtime.device)
+        payload = torch.ones(int(args.bandwidth_mb * 1024 * 1024 / 4), device=device)
         dist.all_reduce_sum(payload, runtime)  # warm-up (and, on XLA, the compilation)
         start = time.perf_counter()
         for _ in range(args.iterations):
