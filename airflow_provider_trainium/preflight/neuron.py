@@ -25,16 +25,17 @@ def check_layout_rules(instance_type: str, nodes: int) -> CheckResult:
     return ok("layout", f"{nodes} x {instance_type}")
 
 
-def check_stack(stack: str, instance_type: str) -> CheckResult:
+def check_stack(stack: str, instance_type: str, image: str | None = None) -> CheckResult:
     """Whether the run's ``stack`` (``auto``, ``xla``, ``native``) trains on the instance family, by the release
-    table; on local compute too, for the instance type the run stands in for."""
-    from airflow_provider_trainium.neuron.releases import STACK_AUTO, auto_stack, stack_problem
+    table; on local compute too, for the instance type the run stands in for. With the ``image`` a remote run
+    gets, ``auto`` resolves as the operator does and the image must carry the stack."""
+    from airflow_provider_trainium.neuron.releases import STACK_AUTO, auto_stack, image_stack_problem, stack_problem
 
-    chosen = auto_stack(instance_type) if stack in ("", STACK_AUTO) else stack
-    problem = stack_problem(chosen, instance_type)
+    chosen = auto_stack(instance_type, image) if stack in ("", STACK_AUTO) else stack
+    problem = stack_problem(chosen, instance_type) or image_stack_problem(chosen, image)
     if problem:
         return error("stack", problem)
-    how = f" (auto on {instance_type})" if chosen != stack else ""
+    how = f" (auto on {instance_type}{' and its image' if image else ''})" if chosen != stack else ""
     return ok("stack", f"{chosen}{how}")
 
 

@@ -105,15 +105,15 @@ def run_preflight(
     ``image`` defaults to the connection's; with neither, the DAG is expected to build one. AWS is asked
     only for remote compute, through the amazon provider's hooks with the connection's ``aws_conn_id``.
     """
-    results = [
-        guarded("layout", lambda: neuron.check_layout_rules(instance_type, nodes)),
-        guarded("stack", lambda: neuron.check_stack(str(stack or "auto"), instance_type)),
-    ]
+    layout_result = guarded("layout", lambda: neuron.check_layout_rules(instance_type, nodes))
     backend, resolved = resolved_compute(config, compute, nodes)
-    results.append(resolved)
-    if backend is None:
+    layout = None if backend is None else Layout(instance_type, nodes, backend, image or config.image)
+    # a remote run's image carries its stack (and decides ``auto``), as in the operator; local compute has none
+    job_image = layout.image if layout is not None and layout.remote else None
+    stack_result = guarded("stack", lambda: neuron.check_stack(str(stack or "auto"), instance_type, job_image))
+    results = [layout_result, stack_result, resolved]
+    if layout is None:
         return results  # every other check depends on the backend
-    layout = Layout(instance_type=instance_type, nodes=nodes, compute=backend, image=image or config.image)
     if not layout.remote:
         return results + [ok(name, "not needed (local compute)") for name in CHECKS[len(results) :]]
     from airflow_provider_trainium.neuron.catalog import CATALOG

@@ -40,3 +40,19 @@ def test_a_stack_the_family_cannot_train_is_an_error_on_local_compute_too():
     assert [r.name for r in errors(results)] == ["stack"]
     ok = run_preflight(TrainiumConfig(), instance_type="trn3.48xlarge", nodes=1, compute="local", image=None)
     assert next(r for r in ok if r.name == "stack") == CheckResult("stack", "ok", "native (auto on trn3.48xlarge)")
+
+
+def test_a_remote_runs_image_decides_auto_and_must_carry_the_stack(deployment):
+    config = TrainiumConfig.from_extra(deployment.extra(security_groups=[deployment.open_group]))
+
+    def stack_result(stack: str) -> CheckResult:
+        results = run_preflight(config, instance_type="trn2.48xlarge", nodes=1, compute="batch", image=None,
+                                stack=stack)  # fmt: skip
+        return next(r for r in results if r.name == "stack")
+
+    # the connection's image is the project's XLA image: auto keeps Trn2 on XLA, as the operator does
+    assert stack_result("auto") == CheckResult("stack", "ok", "xla (auto on trn2.48xlarge and its image)")
+    native = stack_result("native")
+    assert native.status == "error" and native.reason.startswith("stack 'native' needs an image of that stack")
+    local = run_preflight(TrainiumConfig(), instance_type="trn2.48xlarge", nodes=1, compute="local", image=None)
+    assert local[1] == CheckResult("stack", "ok", "native (auto on trn2.48xlarge)")  # no image: the family decides
