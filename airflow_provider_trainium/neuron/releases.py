@@ -28,7 +28,8 @@ from typing import Any
 from trainer import boundary
 
 TABLE_PATH = Path(__file__).with_name("releases.toml")
-#: The image label that records the Neuron runtime an image carries (docker/Dockerfile sets it).
+#: The image label that records the Neuron runtime an image carries (docker/Dockerfile and docker/native/Dockerfile
+#: set it).
 RUNTIME_LABEL = "trainium.neuron.runtime.version"
 #: The image label that records the Neuron SDK release an image is built on.
 SDK_LABEL = "trainium.neuron.sdk.version"
@@ -123,11 +124,21 @@ class ReleaseTable:
     as_of: str
     image_release: str
     releases: dict[str, NeuronRelease]
+    native_image_release: str = ""
 
     @property
     def image(self) -> NeuronRelease:
-        """The release ``docker/Dockerfile`` builds on (and so every image NeuronImageBuildOperator builds)."""
+        """The release ``docker/Dockerfile`` builds on: the XLA image, and the one an unlabelled image is taken for."""
         return self.releases[self.image_release]
+
+    def image_for(self, stack: str) -> NeuronRelease:
+        """The release the project's image of ``stack`` builds on (``docker/Dockerfile`` for xla,
+        ``docker/native/Dockerfile`` for native)."""
+        versions = {boundary.STACK_XLA: self.image_release, boundary.STACK_NATIVE: self.native_image_release}
+        version = versions.get(stack, "")
+        if not version:
+            raise ValueError(f"{TABLE_PATH.name} names no image release for stack {stack!r}")
+        return self.releases[version]
 
     def stack_releases(self, stack: str, instance_type: str) -> list[NeuronRelease]:
         """The releases of ``stack`` that still train on ``instance_type``'s family, oldest first."""
@@ -180,15 +191,24 @@ def _release(entry: dict[str, Any]) -> NeuronRelease:
 def table() -> ReleaseTable:
     data = tomllib.loads(TABLE_PATH.read_text())
     releases = {entry["version"]: _release(entry) for entry in data["release"]}
-    if data["image_release"] not in releases:
-        raise ValueError(f"{TABLE_PATH.name}: image_release {data['image_release']} is not in the table")
+    for key, stack in (("image_release", boundary.STACK_XLA), ("native_image_release", boundary.STACK_NATIVE)):
+        version = data.get(key, "")
+        if key == "image_release" and version not in releases:
+            raise ValueError(f"{TABLE_PATH.name}: image_release {version} is not in the table")
+        if version and (version not in releases or releases[version].stack != stack):
+            raise ValueError(f"{TABLE_PATH.name}: {key} {version} must be a {stack!r} release of the table")
     for release in releases.values():
         if release.stack not in boundary.STACKS:
             raise ValueError(
                 f"{TABLE_PATH.name}: release {release.version} has stack {release.stack!r}, "
                 f"not one of {boundary.STACKS}"
             )
-    return ReleaseTable(as_of=data["as_of"], image_release=data["image_release"], releases=releases)
+    return ReleaseTable(
+        as_of=data["as_of"],
+        image_release=data["image_release"],
+        releases=releases,
+        native_image_release=data.get("native_image_release", ""),
+    )
 
 
 @dataclass(frozen=True)
@@ -201,13 +221,16 @@ class ImageRuntime:
 
 
 def image_runtime(image: str | None, labels: dict[str, str] | None = None) -> ImageRuntime:
-    """What runtime ``image`` carries: its runtime label when known, else the release its DLC tag names, else
-    the release the project's own image is built on (``docker/Dockerfile``: every image it builds)."""
+    """What runtime ``image`` carries: its runtime label when known, else its SDK label or the release its DLC
+    tag names, else the release ``docker/Dockerfile`` is built on (an image reference says nothing more)."""
     releases = table()
     labels = labels or {}
     if labels.get(RUNTIME_LABEL):
         runtime = labels[RUNTIME_LABEL]
         return ImageRuntime(runtime, releases.by_runtime(runtime), f"image label {RUNTIME_LABEL}")
+    if labels.get(SDK_LABEL) in releases.releases:
+        release = releases.releases[labels[SDK_LABEL]]
+        return ImageRuntime(release.runtime, release, f"Neuron {release.version} (image label {SDK_LABEL})")
     match = _DLC_SDK.search((image or "").rsplit("/", 1)[-1])
     if match and match["sdk"] in releases.releases:
         release = releases.releases[match["sdk"]]
@@ -305,10 +328,10 @@ def stack_problem(stack: str, instance_type: str) -> str | None:
     )
 
 
-def image_stack(image: str | None) -> str | None:
-    """The stack ``image``'s Neuron release carries (by its runtime label or DLC tag; the project's own image
-    without either), or None when the table does not know the release."""
-    release = image_runtime(image).release
+def image_stack(image: str | None, labels: dict[str, str] | None = None) -> str | None:
+    """The stack ``image``'s Neuron release carries, by its ``labels`` (the runtime label both project images set)
+    or its DLC tag; the XLA image's without either. None when the table does not know the release."""
+    release = image_runtime(image, labels).release
     return release.stack if release else None
 
 
