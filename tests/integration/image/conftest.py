@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -14,6 +15,41 @@ import pytest
 
 from airflow_provider_trainium.image.builders.base import Builder, BuildOutput, BuildRequest
 from tests.conftest import free_port, write_tree  # noqa: F401 (the image tests import it from here)
+
+# -- reading requirements files and Dockerfiles (the pin tests of both images) ---------------------------------------
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Pin:
+    version: str
+    hashes: tuple[str, ...]
+
+
+def read_pins(path: Path) -> dict[str, Pin]:
+    """``name==version`` requirements of a pip requirements file, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", path.read_text())
+    pins: dict[str, Pin] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:\[[^\]]*\])?==(\S+)(.*)$", line)
+        if match:
+            pins[canonical(match[1])] = Pin(match[2], tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", match[3])))
+    return pins
+
+
+def requirement_names(path: Path) -> set[str]:
+    """Project names a requirements input file asks for, whatever their specifier."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return {canonical(match[0]) for line in lines if (match := re.match(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", line))}
+
+
+def build_args(instructions: list[tuple[str, str]]) -> dict[str, str]:
+    """``ARG NAME=default`` of a Dockerfile's logical lines (args without a default are left out)."""
+    return {rest.split("=", 1)[0]: rest.split("=", 1)[1] for ins, rest in instructions if ins == "ARG" and "=" in rest}
 
 
 def require_tool(name: str) -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_trainium.image.dockerfile import logical_lines
+from tests.integration.image.conftest import Pin, build_args, canonical, read_pins, requirement_names
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKER = REPO / "docker"
@@ -30,34 +30,6 @@ VERSION_ARGS = {
     "neuronx-cc": "NEURONX_CC_VERSION",
     "neuronx-distributed": "NEURONX_DISTRIBUTED_VERSION",
 }
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-@dataclass(frozen=True)
-class Pin:
-    version: str
-    hashes: tuple[str, ...]
-
-
-def read_pins(path: Path) -> dict[str, Pin]:
-    """``name==version`` requirements of a pip requirements file, continuation lines joined."""
-    text = re.sub(r"\\\n", " ", path.read_text())
-    pins: dict[str, Pin] = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:\[[^\]]*\])?==(\S+)(.*)$", line)
-        if match:
-            pins[canonical(match[1])] = Pin(match[2], tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", match[3])))
-    return pins
-
-
-def requirement_names(path: Path) -> set[str]:
-    """Project names a requirements input file asks for, whatever their specifier."""
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
-    return {canonical(match[0]) for line in lines if (match := re.match(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", line))}
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +50,6 @@ def image_pins() -> dict[str, Pin]:
 @pytest.fixture(scope="module")
 def dockerfile() -> list[tuple[str, str]]:
     return logical_lines((DOCKER / "Dockerfile").read_text())
-
-
-def build_args(instructions: list[tuple[str, str]]) -> dict[str, str]:
-    return {rest.split("=", 1)[0]: rest.split("=", 1)[1] for ins, rest in instructions if ins == "ARG" and "=" in rest}
 
 
 def trainer_extra() -> dict[str, str]:

