@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airflow_provider_trainium.image.builders.base import Builder, BuildOutput, BuildRequest
+from airflow_provider_trainium.image.container_registry import OciRegistry
+from airflow_provider_trainium.image.context import BuildContext
+from airflow_provider_trainium.image.ensure import ImageResult
 from tests.conftest import free_port, write_tree  # noqa: F401 (the image tests import it from here)
 
 # -- reading requirements files and Dockerfiles (the pin tests of both images) ---------------------------------------
@@ -61,6 +70,142 @@ def require_tool(name: str) -> str:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+# -- the stand-in base and the real-image builds (test_real_image.py, test_real_native_image.py) --------------------
+#
+# The base is a Debian root file system made here with debootstrap (python3 only), cached in
+# TRAINIUM_TEST_BASE_CACHE (default /var/cache/trainium-test-base), so only the first run on a machine pays for
+# debootstrap (about 3.5 minutes).
+
+REPO = Path(__file__).resolve().parents[3]
+SUITE = "bookworm"
+PACKAGES = ("python3", "python-is-python3")
+BASE_TAG = "localhost/trainium-test-base:latest"
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("TRAINIUM_TEST_BASE_CACHE", "/var/cache/trainium-test-base"))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        path = Path.home() / ".cache" / "trainium-test-base"
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def stand_in_rootfs() -> Path:
+    """A tar of a minimal Debian with python3, built once per machine (under a lock) and reused."""
+    mirror = os.environ.get("TRAINIUM_TEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    key = hashlib.sha256(json.dumps([SUITE, PACKAGES, mirror]).encode()).hexdigest()[:12]
+    cache = cache_dir()
+    tarball = cache / f"debian-{SUITE}-{key}.tar"
+    with (cache / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building the same base right now
+        if tarball.exists():
+            return tarball
+        if os.geteuid() != 0:
+            pytest.skip("debootstrap needs root to build the stand-in base (once per machine)")
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            root = Path(tmp, "rootfs")
+            done = subprocess.run(
+                [require_tool("debootstrap"), "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
+                 str(root), mirror],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, f"debootstrap failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            for bulk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+                shutil.rmtree(root / bulk, ignore_errors=True)
+            partial = Path(tmp, "rootfs.tar")
+            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
+            partial.replace(tarball)
+        return tarball
+
+
+class Buildah:
+    """buildah with vfs storage in a throwaway root and chroot isolation (the project's builder defaults)."""
+
+    def __init__(self, root: Path) -> None:
+        self.base = [require_tool("buildah"), "--storage-driver", "vfs", "--root", str(root / "root"),
+                     "--runroot", str(root / "run")]  # fmt: skip
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([*self.base, *args], capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            pytest.fail(f"buildah {' '.join(args[:2])} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        return done
+
+
+@dataclass(frozen=True)
+class Image:
+    """A training image built over the stand-in base: its config, a container of it, and how it was built."""
+
+    buildah: Buildah
+    config: dict[str, Any]
+    container: str
+    result: ImageResult
+    registry: OciRegistry
+    context: BuildContext
+    base: str
+
+
+@contextmanager
+def stand_in_build(
+    tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry, dockerfile: str, repository: str
+) -> Iterator[Image]:
+    """Build the repository's ``dockerfile`` over the stand-in base through the project's own pipeline
+    (``ensure_image`` with the buildah builder) into the local registry, with the Neuron and PyPI layers switched
+    off (``INSTALL_NEURON_PACKAGES=0``, ``INSTALL_PYPI_PACKAGES=0``); yield the image and one container of it.
+
+    The base goes to the registry under a name this storage does not hold, so the build pulls it from there and
+    the base-digest label is checked on a real pull.
+    """
+    from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
+    from airflow_provider_trainium.image.ensure import ensure_image
+
+    storage = tmp_path_factory.mktemp("buildah-real")
+    buildah = Buildah(storage)
+    tarball = stand_in_rootfs()
+    scratch = buildah("from", "scratch").stdout.strip()
+    buildah("add", scratch, str(tarball), "/")
+    buildah("commit", "-q", scratch, BASE_TAG)
+    buildah("rm", scratch)
+    base = local_registry.repository("trainium/stand-in-base:bookworm")
+    buildah("push", "--tls-verify=false", BASE_TAG, f"docker://{base}")
+    registry = OciRegistry(local_registry.repository(repository), insecure=True)
+    args = {"BASE_IMAGE": base, "INSTALL_NEURON_PACKAGES": "0", "INSTALL_PYPI_PACKAGES": "0"}
+    context = BuildContext.load(REPO, dockerfile, args)
+    # One layer for the whole build (layers=False): vfs copies the full file system per layer.
+    builder = BuildahBuilder(root=str(storage / "root"), runroot=str(storage / "run"), layers=False)
+    result = ensure_image(context, registry, builder)
+    config = json.loads(buildah("inspect", "--type", "image", result.tagged).stdout)["Docker"]["config"]
+    # One container for every run: a dry run changes nothing in it, and vfs copies the image per container.
+    container = buildah("from", result.tagged).stdout.strip()
+    try:
+        yield Image(buildah, config, container, result, registry, context, base)
+    finally:
+        buildah("rm", container, check=False)
+        buildah("rmi", "-a", "-f", check=False)
+
+
+def run_container(image: Image, command: list[str], env: dict[str, str]) -> list[str]:
+    """Start the image as ECS/Batch would (Entrypoint + command, image Env + task env), in dry-run mode; return
+    the torchrun command the launcher would exec."""
+    from airflow_provider_trainium.neuron.container_contract import docker_argv
+
+    argv = docker_argv(image.config.get("Entrypoint") or [], image.config.get("Cmd") or [], command)
+    flags = [f"--env={k}={v}" for k, v in {**env, "TRAINIUM_LAUNCH_DRY_RUN": "1"}.items()]
+    done = image.buildah("run", "--isolation", "chroot", *flags, image.container, "--", *argv, check=False)
+    assert done.returncode == 0, f"{argv} exited {done.returncode} in the image:\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def names_values(items: list[dict[str, str]]) -> dict[str, str]:
+    return {item["name"]: item["value"] for item in items}
+
+
+def flags_of(command: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
 
 
 @dataclass

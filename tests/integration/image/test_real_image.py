@@ -17,17 +17,7 @@ only the first run on a machine pays for debootstrap (about 3.5 minutes); later 
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -35,135 +25,35 @@ from airflow_provider_trainium.compute.batch import definitions as batch_definit
 from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
 from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL
 from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
-from airflow_provider_trainium.image.container_registry import OciRegistry
-from airflow_provider_trainium.image.context import BuildContext
-from airflow_provider_trainium.image.ensure import ImageResult, ensure_image
-from airflow_provider_trainium.neuron.container_contract import docker_argv
+from airflow_provider_trainium.image.ensure import ensure_image
 from airflow_provider_trainium.neuron.launch import batch_node_environment
 from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
-from tests.integration.image.conftest import LocalRegistry, require_tool
+from tests.integration.image.conftest import (
+    Image,
+    LocalRegistry,
+    flags_of,
+    names_values,
+    run_container,
+    stand_in_build,
+)
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[3]
-SUITE = "bookworm"
-PACKAGES = ("python3", "python-is-python3")
-BASE_TAG = "localhost/trainium-test-base:latest"
 IMAGE_TAG = "localhost/trainium-trainer:contract-test"
 MAIN_ADDRESS = "10.0.3.7"
-
-
-def cache_dir() -> Path:
-    path = Path(os.environ.get("TRAINIUM_TEST_BASE_CACHE", "/var/cache/trainium-test-base"))
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except PermissionError:
-        path = Path.home() / ".cache" / "trainium-test-base"
-        path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def stand_in_rootfs() -> Path:
-    """A tar of a minimal Debian with python3, built once per machine (under a lock) and reused."""
-    mirror = os.environ.get("TRAINIUM_TEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-    key = hashlib.sha256(json.dumps([SUITE, PACKAGES, mirror]).encode()).hexdigest()[:12]
-    cache = cache_dir()
-    tarball = cache / f"debian-{SUITE}-{key}.tar"
-    with (cache / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building the same base right now
-        if tarball.exists():
-            return tarball
-        if os.geteuid() != 0:
-            pytest.skip("debootstrap needs root to build the stand-in base (once per machine)")
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            root = Path(tmp, "rootfs")
-            done = subprocess.run(
-                [require_tool("debootstrap"), "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
-                 str(root), mirror],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            assert done.returncode == 0, f"debootstrap failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-            for bulk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
-                shutil.rmtree(root / bulk, ignore_errors=True)
-            partial = Path(tmp, "rootfs.tar")
-            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
-            partial.replace(tarball)
-        return tarball
-
-
-class Buildah:
-    """buildah with vfs storage in a throwaway root and chroot isolation (the project's builder defaults)."""
-
-    def __init__(self, root: Path) -> None:
-        self.base = [require_tool("buildah"), "--storage-driver", "vfs", "--root", str(root / "root"),
-                     "--runroot", str(root / "run")]  # fmt: skip
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([*self.base, *args], capture_output=True, text=True, check=False)
-        if check and done.returncode != 0:
-            pytest.fail(f"buildah {' '.join(args[:2])} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-        return done
 
 
 @pytest.fixture(scope="module")
 def built_image(tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry) -> Iterator[Image]:
     """The real Dockerfile built over the stand-in base, its config, and a working container of it."""
-    storage = tmp_path_factory.mktemp("buildah-real")
-    buildah = Buildah(storage)
-    tarball = stand_in_rootfs()
-    scratch = buildah("from", "scratch").stdout.strip()
-    buildah("add", scratch, str(tarball), "/")
-    buildah("commit", "-q", scratch, BASE_TAG)
-    buildah("rm", scratch)
-    # The base goes to the registry under a name this storage does not hold, so the build pulls it from there.
-    base = local_registry.repository("trainium/stand-in-base:bookworm")
-    buildah("push", "--tls-verify=false", BASE_TAG, f"docker://{base}")
-    registry = OciRegistry(local_registry.repository("trainium/trainer"), insecure=True)
-    context = BuildContext.load(REPO, "docker/Dockerfile", {"BASE_IMAGE": base, "INSTALL_NEURON_PACKAGES": "0",
-                                                           "INSTALL_PYPI_PACKAGES": "0"})  # fmt: skip
-    # One layer for the whole build (layers=False): vfs copies the full file system per layer.
-    builder = BuildahBuilder(root=str(storage / "root"), runroot=str(storage / "run"), layers=False)
-    result = ensure_image(context, registry, builder)
-    config = json.loads(buildah("inspect", "--type", "image", result.tagged).stdout)["Docker"]["config"]
-    # One container for every run: a dry run changes nothing in it, and vfs copies the image per container.
-    container = buildah("from", result.tagged).stdout.strip()
-    yield Image(buildah, config, container, result, registry, context, base)
-    buildah("rm", container, check=False)
-    buildah("rmi", "-a", "-f", check=False)
-
-
-@dataclass(frozen=True)
-class Image:
-    buildah: Buildah
-    config: dict[str, Any]
-    container: str
-    result: ImageResult
-    registry: OciRegistry
-    context: BuildContext
-    base: str
-
-
-def run_container(image: Image, command: list[str], env: dict[str, str]) -> list[str]:
-    """Start the image as ECS/Batch would (Entrypoint + command, image Env + task env), in dry-run mode."""
-    argv = docker_argv(image.config.get("Entrypoint") or [], image.config.get("Cmd") or [], command)
-    flags = [f"--env={k}={v}" for k, v in {**env, "TRAINIUM_LAUNCH_DRY_RUN": "1"}.items()]
-    done = image.buildah("run", "--isolation", "chroot", *flags, image.container, "--", *argv, check=False)
-    assert done.returncode == 0, f"{argv} exited {done.returncode} in the image:\n{done.stderr[-3000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with stand_in_build(tmp_path_factory, local_registry, "docker/Dockerfile", "trainium/trainer") as image:
+        yield image
 
 
 def spec(nodes: int) -> JobSpec:
     return JobSpec(name="t", entry_point="trainer.mnist_mlp.train", args=("--epochs", "1"),
                    instance_type="trn1.32xlarge", nodes=nodes, output_uri="s3://b/runs/t", image=IMAGE_TAG)  # fmt: skip
-
-
-def names_values(items: list[dict[str, str]]) -> dict[str, str]:
-    return {item["name"]: item["value"] for item in items}
-
-
-def flags_of(command: list[str]) -> dict[str, str]:
-    return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
 
 
 def test_the_image_config_is_the_contract(built_image: Image) -> None:

@@ -1,0 +1,113 @@
+"""The real docker/native/Dockerfile, built with buildah over a stand-in base, runs what ECS and Batch would send.
+
+The same build and run as test_real_image.py (the helpers are in conftest.py): a Debian stand-in with python3 as
+``BASE_IMAGE``, ``INSTALL_NEURON_PACKAGES=0`` and ``INSTALL_PYPI_PACKAGES=0`` switch off the system, torch, Neuron
+and PyPI layers, and every other instruction runs as written: the venv the launcher runs in, the code layer, the
+labels, the ENTRYPOINT. The jobs are native-stack jobs on trn2.48xlarge, the family the stack trains on.
+
+What the stand-in cannot show: TorchNeuron, the Neuron runtime, EFA and the `neuron` device, which exist only in
+the real build on a Trainium host (docs/image.md, "Native image").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from airflow_provider_trainium.compute.batch import definitions as batch_definitions
+from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
+from airflow_provider_trainium.neuron.launch import batch_node_environment
+from airflow_provider_trainium.neuron.plan import container_plan
+from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, image_stack, table
+from airflow_provider_trainium.neuron.spec import JobSpec
+from tests.integration.image.conftest import (
+    Image,
+    LocalRegistry,
+    flags_of,
+    names_values,
+    run_container,
+    stand_in_build,
+)
+
+pytestmark = pytest.mark.slow
+
+IMAGE_TAG = "localhost/trainium-trainer-native:contract-test"
+MAIN_ADDRESS = "10.0.3.9"
+VENV_PYTHON = "/opt/venv/bin/python"
+
+
+@pytest.fixture(scope="module")
+def native_image(tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRegistry) -> Iterator[Image]:
+    dockerfile, repository = "docker/native/Dockerfile", "trainium/trainer-native"
+    with stand_in_build(tmp_path_factory, local_registry, dockerfile, repository) as image:
+        yield image
+
+
+def spec(nodes: int) -> JobSpec:
+    return JobSpec(name="t", entry_point="trainer.llama.train", args=("--preset", "tiny"),
+                   instance_type="trn2.48xlarge", nodes=nodes, output_uri="s3://b/runs/t", image=IMAGE_TAG,
+                   stack="native").validate()  # fmt: skip
+
+
+def test_the_image_config_is_the_contract_and_the_venv_runs_it(native_image: Image) -> None:
+    config = native_image.config
+    assert config["Entrypoint"] == ["python", "-m", "trainer.launch"]
+    assert not config.get("Cmd")
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert env["PYTHONPATH"] == "/opt/trainium" and env["PATH"].startswith("/opt/venv/bin:")
+    assert config["WorkingDir"] == "/opt/trainium"
+    done = native_image.buildah("run", "--isolation", "chroot", native_image.container, "--", "python", "-c",
+                                "import sys, trainer.launch; print(sys.prefix)")  # fmt: skip
+    assert done.stdout.strip() == "/opt/venv"
+
+
+def test_the_provider_sees_the_built_image_as_native(native_image: Image) -> None:
+    """What the registry holds: the labels name Neuron 2.33.0's runtime, which the release table maps to native."""
+    labels = native_image.registry.labels(native_image.result.tag) or {}
+    release = table().image_for("native")
+    assert (labels[RUNTIME_LABEL], labels[SDK_LABEL]) == (release.runtime, release.version)
+    assert image_stack(native_image.result.reference, labels) == "native"
+    assert labels["org.opencontainers.image.base.name"] == native_image.base
+
+
+def test_an_ecs_task_runs_torchrun_on_one_trn2_node(native_image: Image) -> None:
+    job = spec(1)
+    settings = ecs_definitions.EcsTaskSettings(image=IMAGE_TAG, log_group="/trainium/jobs", region_name="us-east-1")
+    (container,) = ecs_definitions.task_definition(container_plan(job), settings)["containerDefinitions"]
+    (override,) = ecs_definitions.container_overrides(container_plan(job))["containerOverrides"]
+    env = {**names_values(container["environment"]), **names_values(override["environment"])}
+    assert env["TRAINIUM_STACK"] == "native"
+    torchrun = run_container(native_image, override["command"], env)
+    assert torchrun[0] == VENV_PYTHON and torchrun[1:3] == ["-m", "trainer.loopback_torchrun"]
+    f = flags_of(torchrun)
+    assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "64")
+    assert torchrun[-4:] == ["--module", "trainer.llama.train", "--preset", "tiny"]
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(native_image: Image, node: int) -> None:
+    job = spec(2)
+    definition = batch_definitions.build_job_definition(
+        container_plan(job), batch_definitions.BatchSettings(region_name="us-east-1")
+    )
+    (node_range,) = definition["nodeProperties"]["nodeRangeProperties"]
+    request = batch_definitions.submit_request(
+        container_plan(job), job_name="j", job_queue="q", job_definition="d", tags={}
+    )
+    (override,) = request["nodeOverrides"]["nodePropertyOverrides"]
+    env = {
+        **names_values(node_range["container"]["environment"]),
+        **names_values(override["containerOverrides"]["environment"]),
+        **batch_node_environment(2, node, 0, MAIN_ADDRESS),
+    }
+    assert env["TRAINIUM_STACK"] == "native"
+    torchrun = run_container(native_image, override["containerOverrides"]["command"], env)
+    assert torchrun[0] == VENV_PYTHON and torchrun[1:3] == ["-m", "torch.distributed.run"]
+    f = flags_of(torchrun)
+    assert (f["nnodes"], f["node_rank"], f["nproc_per_node"], f["master_port"]) == ("2", str(node), "64", "41000")
+    if node == 1:
+        assert f["master_addr"] == MAIN_ADDRESS
+    else:  # Batch gives the main node no address: it rendezvous on its own, never on loopback
+        assert f["master_addr"] != MAIN_ADDRESS and not f["master_addr"].startswith("127.")
+    assert torchrun[-4:] == ["--module", "trainer.llama.train", "--preset", "tiny"]
