@@ -1,4 +1,8 @@
-"""Evaluate a trained MLP on the test split; fail the job when accuracy is below ``--min-accuracy``."""
+"""Evaluate a trained MLP on the test split; fail the job when accuracy is below ``--min-accuracy``.
+
+On the native stack (``TRAINIUM_STACK=native``) it runs on the native device in plain PyTorch: the native image
+has no torch-xla to run the XLA path's runtime on.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,9 @@ import torch
 
 from trainer import boundary
 from trainer.common import uri as uris
-from trainer.common.device import init_runtime
+from trainer.common.device import Runtime, init_runtime
 from trainer.common.errors import exits_on_bad_input
+from trainer.common.stack import selected_stack
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
 from trainer.mnist_mlp.train import evaluate, to_features
@@ -30,6 +35,14 @@ def load_model(model_uri: str) -> MLP:
     return model
 
 
+def native_runtime() -> Runtime:
+    """The native device as the XLA path's ``Runtime`` shape: a non-XLA one, so ``evaluate`` makes no XLA call."""
+    from trainer.native.device import init_device
+
+    device = init_device()
+    return Runtime(f"native-{device.type}", device.device)
+
+
 @exits_on_bad_input
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
@@ -41,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
-    runtime = init_runtime(args.compile_cache_uri)
+    runtime = native_runtime() if selected_stack() == boundary.STACK_NATIVE else init_runtime(args.compile_cache_uri)
     images, labels = load_split(args.data_uri, "t10k")
     model = load_model(args.model_uri).to(runtime.device)
     accuracy = evaluate(model, to_features(images), torch.from_numpy(labels.astype(np.int64)), runtime, args.batch_size)

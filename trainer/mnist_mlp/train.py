@@ -1,5 +1,8 @@
 """Train the MLP data-parallel across torchrun ranks on NeuronCores, torch-xla CPU or eager CPU.
 
+``TRAINIUM_STACK=native`` runs the same command on the native stack instead (``trainer.mnist_mlp.native_train``:
+DDP on device ``neuron``, or ``cpu`` with gloo; no torch-xla).
+
 Outputs under ``--output-uri``: ``model.safetensors``, ``model_config.json``, ``metrics.json``
 (accuracy, samples/s, XLA compilations and ``history``, the train records the live stream has too) and
 ``_SUCCESS`` last.
@@ -13,6 +16,7 @@ import json
 import logging
 import os
 import time
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -22,13 +26,17 @@ from trainer import boundary
 from trainer.common import uri as uris
 from trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainer.common.device import Runtime, init_runtime, software_versions
-from trainer.common.distributed import Distributed, init_distributed
+from trainer.common.distributed import init_distributed
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.feed import EpochBatches, device_feed, feed_kind
 from trainer.common.metrics import TrainMetrics
+from trainer.common.stack import selected_stack
 from trainer.common.stream import add_stream_args, job_peak_flops
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
+
+#: ``--precision`` choices (``trainer.native.device.PRECISIONS``, named here so the XLA path imports no native code).
+PRECISIONS = ("auto", "fp32", "bf16")
 
 log = logging.getLogger("trainer")
 
@@ -48,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-batch-size", type=int, default=128)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
     p.add_argument("--compile-only", action="store_true", help="short trial that only fills the cache")
+    p.add_argument("--compile", action="store_true", help="native stack: torch.compile (neuron or inductor)")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="native stack: bf16 autocast or fp32 (auto: bf16 on Neuron, fp32 on a CPU)")  # fmt: skip
     add_stream_args(p)
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "eval_batch_size", "log_every"):
@@ -93,7 +104,17 @@ def evaluate(
     return int(runtime.to_cpu(correct)) / total if total else 0.0
 
 
-def shard_indices(n: int, epoch: int, seed: int, dist: Distributed, batch_size: int) -> np.ndarray:
+class Ranks(Protocol):
+    """What the sample order needs of a process group: the XLA path's ``Distributed`` or the native ``Layout``."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+
+def shard_indices(n: int, epoch: int, seed: int, dist: Ranks, batch_size: int) -> np.ndarray:
     """This rank's sample order for ``epoch``: every rank runs the same number of full batches."""
     order = np.random.default_rng(seed + epoch).permutation(n)
     steps = n // (dist.world_size * batch_size)
@@ -233,7 +254,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
 def save_model(model: MLP, runtime: Runtime, output_uri: str, in_features: int) -> None:
     from safetensors.torch import save
 
-    tensors = {k: v.contiguous() for k, v in runtime.to_cpu(model.state_dict()).items()}
+    tensors = {k: v.cpu().contiguous() for k, v in runtime.to_cpu(model.state_dict()).items()}
     uris.write_bytes(uris.join(output_uri, "model.safetensors"), save(tensors))
     uris.write_json(
         uris.join(output_uri, "model_config.json"),
@@ -244,7 +265,13 @@ def save_model(model: MLP, runtime: Runtime, output_uri: str, in_features: int) 
 @exits_on_bad_input
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    train(parse_args(argv))
+    args = parse_args(argv)
+    if selected_stack() == boundary.STACK_NATIVE:
+        from trainer.mnist_mlp import native_train
+
+        native_train.train(args)
+    else:
+        train(args)
 
 
 if __name__ == "__main__":
