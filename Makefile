@@ -11,7 +11,8 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export PJRT_DEVICE := CPU
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-fast lint lock venv airflow-home clean bench-parse bench-mnist bench-batch bench-llama
+.PHONY: demo test test-fast test-native lint lock venv venv-native airflow-home clean bench-parse bench-mnist bench-batch \
+	bench-llama bench-native
 
 venv: $(VENV)/.installed
 
@@ -24,6 +25,27 @@ $(VENV)/.installed: pyproject.toml requirements.lock requirements-uv.lock
 	$(BIN)/uv pip install -q -p $(BIN)/python --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	touch $@
 
+# The native stack's environment (torch 2.14 + TorchTitan, no torch-xla) from requirements-native.lock, the
+# same way: the `trainer` extra's torch 2.9 + torch-xla and the `native-trainer` extra's torch 2.14 cannot share
+# one venv. Its own Airflow home too (.airflow-native), migrated by its own Airflow.
+VENV_NATIVE := $(CURDIR)/.venv-native
+NBIN := $(VENV_NATIVE)/bin
+AIRFLOW_HOME_NATIVE := $(CURDIR)/.airflow-native
+venv-native: $(VENV_NATIVE)/.installed
+
+$(VENV_NATIVE)/.installed: pyproject.toml requirements-native.lock requirements-uv.lock
+	test -x $(NBIN)/python || $(PYTHON) -m venv $(VENV_NATIVE)
+	$(NBIN)/python -m pip install -q --disable-pip-version-check --require-hashes -r requirements-uv.lock
+	$(NBIN)/uv pip install -q -p $(NBIN)/python --compile-bytecode --require-hashes -r requirements-native.lock
+	$(NBIN)/uv pip install -q -p $(NBIN)/python --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
+	touch $@
+
+$(AIRFLOW_HOME_NATIVE)/.migrated: $(VENV_NATIVE)/.installed
+	mkdir -p $(AIRFLOW_HOME_NATIVE)
+	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/airflow db migrate > $(AIRFLOW_HOME_NATIVE)/migrate.log 2>&1 \
+		|| (tail -n 40 $(AIRFLOW_HOME_NATIVE)/migrate.log; exit 1)
+	touch $@
+
 airflow-home: $(AIRFLOW_HOME)/.migrated
 
 $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
@@ -34,13 +56,20 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: airflow-home
 	$(BIN)/python -m airflow_provider_trainium.demo trainium_mnist_mlp
 
+# The native stack's tests (marker `native`, set by these folders in tests/conftest.py) run in .venv-native on
+# torch 2.14 (test-native); the main venv's run (torch 2.9 + torch-xla) does not collect them.
+NATIVE_TESTS := tests/unit/trainer/native tests/unit/trainer/titan tests/integration/native tests/integration/titan
 test: airflow-home
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(addprefix --ignore=,$(NATIVE_TESTS)) $(PYTEST_ARGS)
+	$(MAKE) test-native
 
-# The loop while editing: tests/unit only (no server, no dag.test(), no training subprocess).
+test-native: $(AIRFLOW_HOME_NATIVE)/.migrated
+	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) $(PYTEST_ARGS)
+
+# The loop while editing: tests/unit only (no server, no dag.test(), no training subprocess), main venv.
 test-fast: airflow-home
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(addprefix --ignore=,$(NATIVE_TESTS)) $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -53,11 +82,12 @@ UV ?= $(shell command -v uv 2>/dev/null || echo $(BIN)/uv)
 UV_COMPILE = $(UV) pip compile --no-python-downloads --no-header --generate-hashes --python-platform x86_64-manylinux_2_28
 lock:
 	$(UV_COMPILE) pyproject.toml --extra trainer --extra dev -p 3.11 -o requirements.lock
+	$(UV_COMPILE) pyproject.toml --extra native-trainer --extra dev -p 3.11 -o requirements-native.lock
 	echo "uv==0.13.9" | $(UV_COMPILE) - -p 3.11 -o requirements-uv.lock
 	$(UV_COMPILE) docker/requirements.in -c docker/requirements-base.txt --python-version 3.12 -o docker/requirements.txt
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_HOME)
+	rm -rf $(VENV) $(AIRFLOW_HOME) $(VENV_NATIVE) $(AIRFLOW_HOME_NATIVE)
 
 bench-parse: airflow-home
 	$(BIN)/python benchmarks/dag_parse.py

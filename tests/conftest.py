@@ -24,16 +24,26 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 #: Top-level test folders whose tests get the marker of the same name, so ``-m "not integration"`` works
 #: whichever paths are given.
 _FOLDER_MARKERS = ("integration", "e2e")
+#: Folders of the native stack's tests (marker ``native``): they run in .venv-native on torch 2.14
+#: (``make test-native``), and the main venv's run (torch 2.9 + torch-xla) deselects them.
+_NATIVE_FOLDERS = tuple(
+    os.path.join(*parts) + os.sep
+    for parts in (("integration", "native"), ("integration", "titan"), ("unit", "trainer", "native"),
+                  ("unit", "trainer", "titan"))  # fmt: skip
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by its folder: tests/integration (moto server, dag.test(), training subprocesses,
-    buildah, linters) and tests/e2e (a real deployment); tests/unit stays unmarked."""
+    buildah, linters) and tests/e2e (a real deployment); tests/unit stays unmarked. The native stack's
+    folders also get ``native``."""
     for item in items:
         rel = os.path.relpath(str(item.path), _TESTS)
         folder = rel.split(os.sep, 1)[0]
         if folder in _FOLDER_MARKERS:
             item.add_marker(getattr(pytest.mark, folder))
+        if rel.startswith(_NATIVE_FOLDERS):
+            item.add_marker(pytest.mark.native)
 
 
 def free_port() -> int:
