@@ -6,6 +6,12 @@ local compute the same trial runs on torch-xla CPU with its persistent cache. Th
 graphs, so the trial must use the training run's batch size, parallel layout and node count: pass the
 same ``job_args``, ``instance_type``, ``nodes`` and ``processes_per_node`` as the training task.
 
+On the native stack (TorchNeuron) there is no ``neuron_parallel_compile``: the same command's ``--compile-only``
+trial runs the real steps, so ``torch.compile`` (and TorchNeuron's eager mode) fill their own persistent cache,
+which the trainer points under the same ``compile_cache_uri`` (``<uri>/native/neff``; on a CPU, inductor's
+cache at ``<uri>/native/inductor``, the stand-in the local tests warm). That cache is a directory: with an
+``s3://`` cache the trial warms the node it ran on only (docs/native.md).
+
 After a successful trial the operator records the cache key (compiler version, flags, graph-shaping
 arguments, layout; see :mod:`airflow_provider_trainium.neuron.compile_key`) next to the cache, and a
 later run with the same key skips the trial (``skip_if_cached``).
@@ -24,7 +30,13 @@ from airflow_provider_trainium import artifacts
 from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, ComputeBackend, JobHandle
 from airflow_provider_trainium.compute.local.backend import local_compiler_version
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.neuron.compile_key import cache_key, key_inputs, key_record_uri
+from airflow_provider_trainium.neuron.compile_key import (
+    cache_key,
+    key_inputs,
+    key_record_uri,
+    local_native_compile_backend,
+    native_compiler_version,
+)
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 from trainer import boundary
@@ -60,7 +72,8 @@ class NeuronCompileOperator(NeuronTrainingOperator):
     :param trial_steps: steps of the trial (neuron_parallel_compile needs 10-15 on Trainium).
     :param skip_if_cached: skip the trial when the cache already records this run's key.
     :param compiler_version: part of the key; default: the image reference on ECS/Batch (it pins the
-        Neuron SDK) and the installed torch-xla on local compute. Templated.
+        Neuron SDK) and, on local compute, the installed torch-xla (XLA stack) or torch and torch-neuronx
+        (native stack). Templated.
     :param cache_key_extra: more inputs for the key (e.g. the vocabulary size when the data decides it).
     """
 
@@ -99,10 +112,16 @@ class NeuronCompileOperator(NeuronTrainingOperator):
 
     # -- the cache key ------------------------------------------------------------------------------
     def key_for(self, spec: JobSpec, backend: ComputeBackend) -> tuple[str, dict[str, Any]]:
-        """The key of this trial: what the backend really runs (a local machine caps processes per node)."""
-        version = self.compiler_version or backend.compiler_version(spec)
+        """The key of this trial: what the backend really runs (a local machine caps processes per node).
+
+        On the native stack a backend that runs the image runs it on Trainium (``neuron`` backend, the image
+        pins TorchNeuron); local compute compiles with what this machine has installed.
+        """
+        native, on_trainium = spec.stack == boundary.STACK_NATIVE, backend.runs_image
+        default = native_compiler_version() if native and not on_trainium else backend.compiler_version(spec)
+        compile_backend = "neuron" if on_trainium or not native else local_native_compile_backend()
         per_node = backend.runs_as(spec).nproc_per_node
-        inputs = key_inputs(spec, version, per_node, self.cache_key_extra)
+        inputs = key_inputs(spec, self.compiler_version or default, per_node, self.cache_key_extra, compile_backend)
         return cache_key(inputs), inputs
 
     def _cache(self, spec: JobSpec) -> str:
