@@ -32,7 +32,9 @@ from trainer.llama.hf_export import save_model, write_tokenizer
 from trainer.llama.model import base_model, build_config
 from trainer.llama.presets import flops_per_token
 from trainer.native import checkpoint as dcp_checkpoint
+from trainer.native.compile_cache import configure_compile_cache
 from trainer.native.device import NativeDevice, init_device
+from trainer.native.hf_load import load_sharded_base
 from trainer.native.parallel import (
     Layout,
     check_layout,
@@ -95,6 +97,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     base = HFCheckpoint(args.base_model_uri) if args.base_model_uri else None
     config = build_config(args.preset, int(index["vocab_size"]), base)
     device = init_device()
+    configure_compile_cache(device.type, args.compile_cache_uri)  # before the first compilation reads it
     world = init_process_group(device)
     check_layout(world.world_size, args.tensor_parallel_size, config)
     layout = Layout(world.rank, world.world_size, args.tensor_parallel_size)
@@ -104,9 +107,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     train_blocks, eval_blocks = load_blocks(args.data_uri, "train"), load_blocks(args.data_uri, "eval")
     seq_len = int(index["block_size"])
-    model = base_model(config, args.seed, base).to(device.device)
-    parameters = sum(p.numel() for p in model.parameters())
-    parallelize_llama(model, mesh, param_dtype(args.precision, device))
+    dtype = param_dtype(args.precision, device)
+    base_read = None
+    if base is None:
+        model = base_model(config, args.seed, None).to(device.device)
+        parallelize_llama(model, mesh, dtype)
+    else:
+        model, base_read = load_sharded_base(config, base, args.seed, lambda m: parallelize_llama(m, mesh, dtype),
+                                             device.device)  # fmt: skip
+        log.info("base %s: this rank read %d of %d elements (%.3f) of %d tensors", base.uri,
+                 base_read.elements_read, base_read.elements_total, base_read.fraction, base_read.tensors)  # fmt: skip
+    parameters = sum(p.numel() for p in model.parameters())  # a DTensor counts its global elements
     model = device.compile(model, args.compile)
     optimizer = make_optimizer(model, args.lr, args.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(args.warmup_steps, args.max_steps,
@@ -188,6 +199,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "compiled": bool(args.compile),
         "compile_only": args.compile_only,
         "base_model_uri": args.base_model_uri,
+        "base_read_fraction": round(base_read.fraction, 6) if base_read else None,
         "data_uri": args.data_uri,
     }
     if base is not None and layout.is_main and not args.compile_only:
