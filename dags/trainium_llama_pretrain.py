@@ -5,8 +5,8 @@ node, AWS Batch multi-node for more) by configuration alone. Checkpoints go to t
 ``checkpoint_every`` steps while training runs, so a retry resumes where the failed try stopped.
 
 Image step: on ECS/Batch without an ``image`` param, ``NeuronImageBuildOperator`` builds (or finds) the
-training image for the repository this DAG file lives in and every job runs that exact digest; on local
-compute, or with an ``image`` given, the build is skipped.
+training image of the run's stack (native or XLA) for the repository this DAG file lives in and every job runs
+that exact digest; on local compute, or with an ``image`` given, the build is skipped.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
-PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b"]
+PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b", "llama3.2-1b", "llama3-8b", "llama3-70b"]
 MODEL_NAME = "llama-pretrain"
 REPOSITORY_ROOT = str(Path(__file__).resolve().parents[1])
 IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
@@ -93,7 +93,13 @@ with DAG(
         "image": image_param(),
     },
 ) as dag:
-    build_image = NeuronImageBuildOperator(task_id="build_image", context_dir=REPOSITORY_ROOT)
+    # the image of the run's stack: docker/native/Dockerfile for a native run, docker/Dockerfile for an XLA one
+    build_image = NeuronImageBuildOperator(
+        task_id="build_image",
+        context_dir=REPOSITORY_ROOT,
+        stack="{{ params.stack }}",
+        instance_type="{{ params.instance_type }}",
+    )
 
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",

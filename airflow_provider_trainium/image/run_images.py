@@ -12,11 +12,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class RunImage:
-    """One build task's result: its ``repository@sha256:...`` and the base digest it pushed (None: unknown)."""
+    """One build task's result: its ``repository@sha256:...``, the base digest it pushed (None: unknown) and the
+    image's labels as the registry held them (None: unknown), which say which Neuron release and stack it carries."""
 
     task_id: str
     reference: str
     base_digest: str | None
+    labels: dict[str, str] | None = None
 
 
 def image_task_ids(dag: Any) -> list[str]:
@@ -36,8 +38,27 @@ def run_images(context: Any, dag: Any) -> list[RunImage]:
         if not isinstance(reference, str) or not reference:
             continue
         base = ti.xcom_pull(task_ids=task_id, key="base_digest")
-        found.append(RunImage(task_id, reference, base if isinstance(base, str) and base else None))
+        labels = ti.xcom_pull(task_ids=task_id, key="labels")
+        found.append(
+            RunImage(
+                task_id,
+                reference,
+                base if isinstance(base, str) and base else None,
+                {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else None,
+            )
+        )
     return found
+
+
+def built_image_labels(context: Any, dag: Any, image: str | None) -> dict[str, str] | None:
+    """The labels of ``image`` when a build task of this run built it, else None: a bare reference says nothing
+    of its stack, the build that made it does (the native image would otherwise pass for the XLA one)."""
+    if not image:
+        return None
+    for built in run_images(context, dag):
+        if built.reference == image:
+            return built.labels
+    return None
 
 
 def built_references(context: Any, dag: Any) -> list[str]:

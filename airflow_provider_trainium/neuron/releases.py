@@ -277,9 +277,9 @@ def check_driver(image: str | None, driver_version: str | None, labels: dict[str
         raise NeuronDriverMismatchError(problem)
 
 
-def unchecked_driver_warning(image: str | None) -> str:
+def unchecked_driver_warning(image: str | None, labels: dict[str, str] | None = None) -> str:
     """What to say when the connection does not know its hosts' driver: the image's runtime goes unchecked."""
-    found = image_runtime(image)
+    found = image_runtime(image, labels)
     return (
         "the trainium connection does not say which Neuron driver its hosts run (neuron_driver_version; "
         "`airflow trainium configure` writes it from the stacks): the image's Neuron runtime "
@@ -287,11 +287,11 @@ def unchecked_driver_warning(image: str | None) -> str:
     )
 
 
-def driver_check(image: str | None, driver_version: str | None) -> str | None:
+def driver_check(image: str | None, driver_version: str | None, labels: dict[str, str] | None = None) -> str | None:
     """Raise on a driver the image's runtime cannot use; a warning to log when the driver is unknown, else None."""
     if not driver_version:
-        return unchecked_driver_warning(image)
-    check_driver(image, driver_version)
+        return unchecked_driver_warning(image, labels)
+    check_driver(image, driver_version, labels)
     return None
 
 
@@ -335,15 +335,16 @@ def image_stack(image: str | None, labels: dict[str, str] | None = None) -> str 
     return release.stack if release else None
 
 
-def auto_stack(instance_type: str, image: str | None = None) -> str:
+def auto_stack(instance_type: str, image: str | None = None, labels: dict[str, str] | None = None) -> str:
     """The stack ``auto`` means on ``instance_type``.
 
     With the ``image`` a job will run, the stack that image carries wins where it trains on the family: a Trn2
     job on the XLA image stays on XLA instead of asking that image for a native trainer it does not hold.
     Without one (local compute, a DAG's first check), the first of ``AUTO_PREFERENCE`` that trains on the
     family (``xla`` on Trn1, ``native`` on Trn2 and Trn3); ``xla`` where none does, which then fails its check.
+    ``labels`` are the image's, when known (a build task of the run pushed them).
     """
-    carried = image_stack(image) if image else None
+    carried = image_stack(image, labels) if image else None
     if carried and table().stack_releases(carried, instance_type):
         return carried
     for stack in AUTO_PREFERENCE:
@@ -352,12 +353,13 @@ def auto_stack(instance_type: str, image: str | None = None) -> str:
     return boundary.STACK_XLA
 
 
-def image_stack_problem(stack: str, image: str | None) -> str | None:
-    """Why ``image`` cannot run a ``stack`` job (its release carries the other stack), or None."""
-    carried = image_stack(image) if image else None
+def image_stack_problem(stack: str, image: str | None, labels: dict[str, str] | None = None) -> str | None:
+    """Why ``image`` (with its ``labels``, when known) cannot run a ``stack`` job (its release carries the other
+    stack), or None."""
+    carried = image_stack(image, labels) if image else None
     if carried is None or carried == stack:
         return None
-    found = image_runtime(image)
+    found = image_runtime(image, labels)
     return (
         f"stack {stack!r} needs an image of that stack, but {image} carries Neuron runtime {found.runtime} "
         f"({found.how}), a {carried!r} stack release: use stack {carried!r} (or 'auto') or an image of the "
@@ -365,11 +367,13 @@ def image_stack_problem(stack: str, image: str | None) -> str | None:
     )
 
 
-def resolve_stack(stack: str | None, instance_type: str, image: str | None = None) -> str:
+def resolve_stack(
+    stack: str | None, instance_type: str, image: str | None = None, labels: dict[str, str] | None = None
+) -> str:
     """``stack`` as a job runs it: ``auto`` (or none) resolved for ``instance_type`` (and the ``image`` it runs,
     see :func:`auto_stack`); raise ValueError with :func:`stack_problem`'s message when the stack cannot train
     there."""
-    chosen = auto_stack(instance_type, image) if stack in (None, "", STACK_AUTO) else str(stack)
+    chosen = auto_stack(instance_type, image, labels) if stack in (None, "", STACK_AUTO) else str(stack)
     problem = stack_problem(chosen, instance_type)
     if problem:
         raise ValueError(problem)

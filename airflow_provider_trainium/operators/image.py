@@ -26,10 +26,15 @@ class NeuronImageBuildOperator(BaseOperator):
     ``base_digest``: the manifest digest of the base image the build started from (None when unknown), which a
     registered model's lineage records.
     Training tasks should take the returned reference, so a run is pinned to the exact image even if a tag
-    moves.
+    moves. It also pushes ``stack``, the training stack the image carries, and ``labels``, the image's labels as the
+    registry holds them (the runtime label says which Neuron release and stack it is; None when unreadable).
 
     :param context_dir: build context directory (the repository root for ``docker/Dockerfile``).
-    :param dockerfile: Dockerfile path, relative to ``context_dir``.
+    :param dockerfile: Dockerfile path, relative to ``context_dir``. Default: the image of ``stack``
+        (``docker/Dockerfile`` for xla, ``docker/native/Dockerfile`` for native; ``image.stacks``).
+    :param stack: the run's training stack (``auto``, ``xla``, ``native``; templated), so that a native run builds
+        the native image. ``auto`` resolves for ``instance_type`` as the run's jobs resolve it. None: ``xla``.
+    :param instance_type: the run's instance type (templated), for ``auto`` and the release table's family check.
     :param repository: ECR repository name or URI, or ``host[:port]/name`` for another OCI registry.
         Default: ``ecr_repository`` of the trainium connection.
     :param builder: ``auto``, ``docker``, ``buildah``, ``codebuild``, or a Builder instance. ``auto`` uses a
@@ -46,6 +51,8 @@ class NeuronImageBuildOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "context_dir",
         "dockerfile",
+        "stack",
+        "instance_type",
         "repository",
         "build_args",
         "source_revision",
@@ -59,7 +66,9 @@ class NeuronImageBuildOperator(BaseOperator):
         self,
         *,
         context_dir: str = ".",
-        dockerfile: str = "docker/Dockerfile",
+        dockerfile: str | None = None,
+        stack: str | None = None,
+        instance_type: str | None = None,
         repository: str | None = None,
         builder: str | Builder = "auto",
         builder_options: dict[str, Any] | None = None,
@@ -79,6 +88,8 @@ class NeuronImageBuildOperator(BaseOperator):
         super().__init__(**kwargs)
         self.context_dir = context_dir
         self.dockerfile = dockerfile
+        self.stack = stack
+        self.instance_type = instance_type
         self.repository = repository
         self.builder = builder
         self.builder_options = builder_options or {}
@@ -135,6 +146,18 @@ class NeuronImageBuildOperator(BaseOperator):
                 options.setdefault("service_role_arn", self.codebuild_service_role_arn)
         return make_builder(name, **options)
 
+    def image_stack(self) -> str:
+        """The stack the image is built for (``stack`` resolved; ``xla`` without one)."""
+        from airflow_provider_trainium.image.stacks import image_stack_for_build
+
+        return image_stack_for_build(self.stack, self.instance_type)
+
+    def dockerfile_path(self, stack: str) -> str:
+        """``dockerfile`` when given, else the Dockerfile of ``stack``'s image."""
+        from airflow_provider_trainium.image.stacks import dockerfile_for
+
+        return self.dockerfile or dockerfile_for(stack)
+
     def pre_execute(self, context: Any) -> None:
         """Push the link record before anything can fail, so the link Airflow computes never misses it."""
         push_record(context)
@@ -148,8 +171,9 @@ class NeuronImageBuildOperator(BaseOperator):
         build_args = {str(k): str(v) for k, v in self.build_args.items()}
         if self.source_revision:
             build_args["SOURCE_REVISION"] = str(self.source_revision)
-        # Cheap local checks first: a bad context fails before any AWS call or build.
-        build_context = BuildContext.load(self.context_dir, self.dockerfile, build_args, self.target)
+        # Cheap local checks first: a bad stack or context fails before any AWS call or build.
+        stack = self.image_stack()
+        build_context = BuildContext.load(self.context_dir, self.dockerfile_path(stack), build_args, self.target)
         config = self._config()
         aws_conn_id = self.aws_conn_id or config.aws_conn_id
         region = self.region_name or config.region_name
@@ -162,6 +186,8 @@ class NeuronImageBuildOperator(BaseOperator):
         ti.xcom_push(key="digest", value=result.digest)
         ti.xcom_push(key="built", value=result.built)
         ti.xcom_push(key="base_digest", value=result.base_digest)
+        ti.xcom_push(key="stack", value=stack)
+        ti.xcom_push(key="labels", value=registry.labels(result.tag))
         if isinstance(registry, EcrRegistry):
             hook = registry.hook
             EcrImageLink.persist(
@@ -174,8 +200,10 @@ class NeuronImageBuildOperator(BaseOperator):
                 digest=result.digest,
             )
         self.log.info(
-            "image %s (tag %s, %s in %.1f s), base image digest %s",
+            "image %s (%s stack, %s, tag %s, %s in %.1f s), base image digest %s",
             result.reference,
+            stack,
+            build_context.dockerfile,
             result.tag,
             "built" if result.built else "already present",
             result.seconds,

@@ -207,7 +207,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
         # the release table's rule, before all else; an image-running backend's image carries its own stack
         image = (self.image or config.image) if backend.runs_image else None
-        stack = resolve_stack(str(self.stack), str(self.instance_type), image)
+        stack = resolve_stack(str(self.stack), str(self.instance_type), image, self.image_labels(context, image))
         prefix = self.run_prefix(context, config)
         ti = context["ti"]
         spec = JobSpec(
@@ -265,16 +265,26 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             built = built_references(context, self.dag if self.has_dag() else None)
             check_trusted(prepared.spec.image, self.config(), built)
 
+    def image_labels(self, context: Context, image: str | None) -> dict[str, str] | None:
+        """The labels of ``image`` when a build task of this run built it (they name its Neuron release and so its
+        stack), else None."""
+        if not image:
+            return None
+        from airflow_provider_trainium.image.run_images import built_image_labels
+
+        return built_image_labels(context, self.dag if self.has_dag() else None, image)
+
     def check_neuron_driver(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The hosts' Neuron driver must accept the image's Neuron runtime, or ``nrt_init()`` fails on the paid
         instances at the job's first device use. A connection that does not know its driver gets a warning."""
         if backend.runs_image:
             from airflow_provider_trainium.neuron.releases import driver_check, image_stack_problem
 
-            problem = image_stack_problem(prepared.spec.stack, prepared.spec.image)
+            labels = self.image_labels(context, prepared.spec.image)
+            problem = image_stack_problem(prepared.spec.stack, prepared.spec.image, labels)
             if problem:
                 raise ValueError(problem)
-            warning = driver_check(prepared.spec.image, self.config().neuron_driver_version)
+            warning = driver_check(prepared.spec.image, self.config().neuron_driver_version, labels)
             if warning:
                 self.log.warning("%s", warning)
 

@@ -1,0 +1,72 @@
+"""A job that runs the native image its DAG run built is judged as native: its stack, its runtime, its driver.
+
+A bare ``repository@sha256:...`` says nothing of the stack, and the release table takes it for the XLA image; the
+build task's labels (pushed as XCom ``labels``) say what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+
+from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, resolve_stack, table
+from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+from airflow_provider_trainium.operators.job import NeuronJobOperator
+
+REFERENCE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "b" * 64
+NATIVE = table().image_for("native")
+
+
+@dataclass
+class BuildXComs:
+    """The XComs a run's build task pushed, as ``ti.xcom_pull`` hands them out."""
+
+    xcoms: dict[tuple[str, str], Any] = field(default_factory=dict)
+    dag_id: str = "d"
+    task_id: str = "train"
+    run_id: str = "manual__2026-12-02T00:00:00+00:00"
+    map_index: int = -1
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value", **_: Any) -> Any:
+        return self.xcoms.get((task_ids, key))
+
+
+def run(labels: dict[str, str] | None) -> tuple[NeuronJobOperator, dict[str, Any]]:
+    with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
+        NeuronImageBuildOperator(task_id="build_image", stack="native", instance_type="trn2.48xlarge")
+        job = NeuronJobOperator(task_id="train", entry_point="trainer.llama.train", instance_type="trn2.48xlarge",
+                                stack="native", image=REFERENCE)  # fmt: skip
+    ti = BuildXComs({("build_image", "return_value"): REFERENCE, ("build_image", "labels"): labels})
+    return job, {"ti": ti}
+
+
+def native_labels() -> dict[str, str]:
+    return {RUNTIME_LABEL: NATIVE.runtime, SDK_LABEL: NATIVE.version}
+
+
+def test_the_run_built_images_labels_reach_the_job() -> None:
+    job, context = run(native_labels())
+    assert job.image_labels(context, REFERENCE) == native_labels()
+    assert job.image_labels(context, "other.example/trainium@sha256:" + "c" * 64) is None
+    assert resolve_stack("auto", "trn2.48xlarge", REFERENCE, job.image_labels(context, REFERENCE)) == "native"
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_the_native_jobs_image_and_driver_checks_read_the_built_images_labels(labelled: bool) -> None:
+    job, context = run(native_labels() if labelled else None)
+    job._config = SimpleNamespace(neuron_driver_version=NATIVE.driver)  # type: ignore[assignment]
+    spec = JobSpec(name="t", entry_point="trainer.llama.train", instance_type="trn2.48xlarge", image=REFERENCE,
+                   stack="native")  # fmt: skip
+    prepared = SimpleNamespace(spec=spec)
+    backend = SimpleNamespace(runs_image=True)
+    if labelled:
+        job.check_neuron_driver(context, prepared, backend)  # type: ignore[arg-type]
+    else:  # without them the image passes for the XLA one and the native job is refused
+        with pytest.raises(ValueError, match="stack 'native' needs an image of that stack"):
+            job.check_neuron_driver(context, prepared, backend)  # type: ignore[arg-type]
