@@ -46,8 +46,18 @@ PRESETS: dict[str, Preset] = {
     "llama-1b": Preset(2048, 5632, 22, 32, 4, 4096),
     "llama2-7b": Preset(4096, 11008, 32, 32, 32, 4096, vocab_size=32000),
     "llama2-13b": Preset(5120, 13824, 40, 40, 40, 4096, vocab_size=32000),
-    "llama3.2-1b": Preset(2048, 8192, 16, 32, 8, 131072, vocab_size=LLAMA3_VOCAB, rope_theta=500000.0,
-                          tie_word_embeddings=True, rope_scaling=LLAMA32_ROPE),  # fmt: skip
+    "llama3.2-1b": Preset(
+        2048,
+        8192,
+        16,
+        32,
+        8,
+        131072,
+        vocab_size=LLAMA3_VOCAB,
+        rope_theta=500000.0,
+        tie_word_embeddings=True,
+        rope_scaling=LLAMA32_ROPE,
+    ),
     "llama3-8b": Preset(4096, 14336, 32, 32, 8, 8192, vocab_size=LLAMA3_VOCAB, rope_theta=500000.0),
     "llama3-70b": Preset(8192, 28672, 80, 64, 8, 8192, vocab_size=LLAMA3_VOCAB, rope_theta=500000.0),
 }
