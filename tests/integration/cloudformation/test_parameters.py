@@ -15,7 +15,11 @@ STACKS = {"BaseStackName": "trn-base"}
 
 GOOD: dict[str, list[dict[str, Any]]] = {
     "base": [BASE, {**BASE, "LogRetentionDays": 365, "ArtifactPrefix": "team-a"}],
-    "ecs": [STACKS, {**STACKS, "InstanceType": "trn1.32xlarge", "MaxInstances": 8}],
+    "ecs": [
+        STACKS,
+        {**STACKS, "InstanceType": "trn1.32xlarge", "MaxInstances": 8},
+        {**STACKS, "InstanceType": "trn3.48xlarge", "NeuronDriverVersion": "2.31.7.0"},
+    ],
     "batch": [
         STACKS,
         {**STACKS, "EnableTrn2": "enabled", "MaxNodes": 16},
