@@ -94,5 +94,8 @@ def test_native_trial_warms_the_cache_records_its_key_and_a_rerun_with_that_key_
 
     assert str(dags[1].test().state) == "success"  # another layout: another key, so the trial runs
     keys = records(cache)
-    assert len(keys) == 2 and keys[next(k for k in keys if k != key)]["inputs"]["processes_per_node"] == 1
+    one_rank = keys[next(k for k in keys if k != key)]
+    assert len(keys) == 2 and one_rank["inputs"]["processes_per_node"] == 1
     assert len(trials(root)) == 2
+    # its rank compiles the same graphs (32 samples a rank): every one is in the cache the first trial warmed
+    assert one_rank["metrics"]["compile_cache"] == {"hit": trial["compile_cache"]["miss"], "miss": 0}
