@@ -8,6 +8,7 @@ PyPI layer starts to carry torch, CUDA or a Neuron package.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -45,6 +46,8 @@ LABEL_ARGS = {
 # Never in the hashed PyPI layer: they come from their own index, or (CUDA) must not be in the image at all.
 NOT_FROM_PYPI = frozenset({"torch", "torch-neuronx", "neuronx-cc", "nki", "torch-xla", "triton"})
 CUDA_PREFIXES = ("nvidia-", "cuda-")
+# The Python versions of the torch-neuronx 2.14.3.0.* family (TorchNeuron release notes, Neuron 2.33.0, support matrix).
+SUPPORTED_PYTHONS = ("3.12", "3.13", "3.14")
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +118,44 @@ def test_apt_pins_and_labels_are_the_versions_file(
     flat = {**versions["neuron"], **versions["torch"], **versions["pypi"]}
     for name, arg in LABEL_ARGS.items():
         assert args[arg] == flat[name]["version"], f"Dockerfile ARG {arg} != {name} {flat[name]['version']}"
-    assert args["BASE_IMAGE"] == f"{versions['base']['image']}:{versions['base']['tag']}"
+
+
+def test_base_image_is_the_versions_file_tag_and_digest(
+    versions: dict[str, Any], instructions: list[tuple[str, str]]
+) -> None:
+    """Ubuntu 26.04 by tag (2.33.0's torch-neuronx wheels exist for 26.04 only); the digest once it is sourced."""
+    base = versions["base"]
+    expected = f"{base['image']}:{base['tag']}"
+    if base["digest"]:
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", base["digest"]) and base["digest_source"] != "not sourced"
+        expected += f"@{base['digest']}"
+    assert build_args(instructions)["BASE_IMAGE"] == expected
+    assert base["os"] == f"ubuntu {base['tag']}" and base["codename_source"]
+
+
+def test_the_image_runs_the_bases_own_python_in_the_supported_range(versions: dict[str, Any]) -> None:
+    """The Python the base's archive ships, installed, made the venv, and the one the PyPI layer was compiled for."""
+    python = versions["base"]["python"]
+    assert python in SUPPORTED_PYTHONS, f"TorchNeuron 2.14.3.0.* supports {SUPPORTED_PYTHONS}, not {python}"
+    assert versions["base"]["python_source"]
+    text = DOCKERFILE.read_text()
+    assert f"python{python} python{python}-venv" in text
+    assert f"then python{python} -m venv /opt/venv;" in text
+    assert not set(re.findall(r"python(3\.\d+)", text)) - {python}, "another Python version in the Dockerfile"
+    header = (NATIVE / "requirements.in").read_text()
+    assert f"--python-version {python} " in header, "docker/native/requirements.in compiles for another Python"
+
+
+def test_the_neuron_apt_repository_is_the_bases_codename(
+    versions: dict[str, Any], instructions: list[tuple[str, str]]
+) -> None:
+    """`${VERSION_CODENAME} main` read from the base's /etc/os-release, as the Neuron setup pages write it."""
+    repository = versions["apt"]["repository"]
+    assert repository["version"] == "${VERSION_CODENAME} main" and repository["guess"] and repository["derived"]
+    (run,) = [rest for ins, rest in instructions if ins == "RUN" and "sources.list.d/neuron.list" in rest]
+    assert ". /etc/os-release" in run
+    assert f"https://apt.repos.neuron.amazonaws.com {repository['version']}" in run
+    assert versions["base"]["codename"] == "resolute"  # what VERSION_CODENAME is on ubuntu:26.04
 
 
 def test_each_pip_step_installs_its_file_from_one_index(
