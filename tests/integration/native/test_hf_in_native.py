@@ -90,3 +90,19 @@ def test_a_base_that_does_not_fit_the_model_is_refused_by_name(tmp_path, base_an
     with pytest.raises(AssertionError, match=r"base weight model\.layers\.\d+\.mlp\.\w+_proj\.weight .* has shape"):
         torchrun(2, "--data-uri", data_uri, "--max-steps", "1", "--batch-size", str(BATCH),
                  "--output-uri", str(out), "--base-model-uri", broken.as_uri())  # fmt: skip
+
+
+def test_a_tied_base_with_llama3_rope_scaling_fine_tunes_from_its_weights(tmp_path, base_and_data):
+    """Llama 3.2's form: one embedding matrix shared with the LM head (absent from the files) and ``llama3``
+    RoPE scaling, whose frequencies the meta-initialized model recomputes from the config."""
+    _, data_uri = base_and_data
+    base = tmp_path / "tied"
+    rope = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64}  # fmt: skip
+    state = save_tiny_llama(base, tie_word_embeddings=True, rope_scaling=rope, rope_theta=500000.0)
+    assert "lm_head.weight" in state
+    out = tmp_path / "tuned"
+    torchrun(2, "--data-uri", data_uri, "--max-steps", "1", "--log-every", "1", "--batch-size", str(BATCH),
+             "--output-uri", str(out), "--base-model-uri", base.as_uri())  # fmt: skip
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["history"][0]["loss"] == pytest.approx(base_first_loss(base, data_uri, 2), abs=1e-4)
