@@ -4,6 +4,10 @@ The templates in ``cloudformation/`` name each output that belongs in the connec
 :class:`TrainiumConfig` field in CamelCase (``ArtifactRoot`` -> ``artifact_root``), so the mapping is derived
 from the dataclass and cannot drift. Other outputs (``VpcId``, exports for the other stacks) are not
 connection fields and are left out.
+
+The Neuron driver outputs are the exception: a driver belongs to the hosts of one queue or cluster, so they
+become ``neuron_driver_versions`` entries for the instance types those hosts are (the Batch stack's queues,
+the ECS stack's ``ContainerInstanceType``), not one connection-wide value.
 """
 
 from __future__ import annotations
@@ -19,6 +23,21 @@ from airflow_provider_trainium.neuron.catalog import CATALOG
 NOT_FROM_STACK = frozenset(
     {"configured", "aws_conn_id", "image", "image_builder", "allowed_input_prefixes", "prices", "prices_file"}
 )
+
+#: Fields built from several outputs (:func:`_driver_fields`), not from the one output of their name.
+DERIVED_FIELDS = frozenset({"neuron_driver_version", "neuron_driver_versions"})
+
+#: The Batch stack's driver output per instance family: the parameter its launch template pins (the XLA image's
+#: driver on Trn1/Trn1n, the native image's on Trn2/Trn3; tests/integration/cloudformation holds the template to it).
+BATCH_DRIVER_OUTPUTS: dict[str, str] = {
+    "trn1": "NeuronDriverVersion",
+    "trn1n": "NeuronDriverVersion",
+    "trn2": "NativeNeuronDriverVersion",
+    "trn3": "NativeNeuronDriverVersion",
+}
+#: The driver output of every compute stack: the ECS stack's for its one instance type, the Batch stack's for Trn1.
+DRIVER_OUTPUT = "NeuronDriverVersion"
+ECS_INSTANCE_TYPE_OUTPUT = "ContainerInstanceType"
 
 #: What a usable connection needs; all of them are outputs of the base stack.
 REQUIRED_FIELDS = (
@@ -42,8 +61,10 @@ def output_name(field_name: str) -> str:
 
 
 OUTPUT_FIELDS: dict[str, str] = {
-    output_name(f.name): f.name for f in fields(TrainiumConfig) if f.name not in NOT_FROM_STACK
+    output_name(f.name): f.name for f in fields(TrainiumConfig) if f.name not in NOT_FROM_STACK | DERIVED_FIELDS
 }
+#: Every output :func:`_driver_fields` reads.
+DRIVER_OUTPUTS = frozenset({*BATCH_DRIVER_OUTPUTS.values(), DRIVER_OUTPUT})
 
 
 def _split_list(value: str) -> list[str]:
@@ -66,9 +87,32 @@ def _parse_job_queues(value: str, stack: str) -> dict[str, str]:
     return queues
 
 
+def _driver_fields(stack: str, outputs: Mapping[str, str]) -> dict[str, Any]:
+    """``neuron_driver_versions`` for the hosts one stack runs: per Batch queue the driver its launch template
+    pins, for the ECS cluster its instance type's. A driver output with no instance type to tie it to (a
+    template of an older layout) stays the connection-wide ``neuron_driver_version``."""
+    from airflow_provider_trainium.neuron.releases import family
+
+    drivers: dict[str, str] = {}
+    if "BatchJobQueues" in outputs:
+        for instance_type in _parse_job_queues(outputs["BatchJobQueues"], stack):
+            output = BATCH_DRIVER_OUTPUTS.get(family(instance_type), DRIVER_OUTPUT)
+            if output not in outputs:  # a template from before the native driver pinned one driver everywhere
+                output = DRIVER_OUTPUT
+            if outputs.get(output):
+                drivers[instance_type] = outputs[output]
+    elif outputs.get(ECS_INSTANCE_TYPE_OUTPUT) and outputs.get(DRIVER_OUTPUT):
+        drivers[outputs[ECS_INSTANCE_TYPE_OUTPUT]] = outputs[DRIVER_OUTPUT]
+    if drivers:
+        return {"neuron_driver_versions": drivers}
+    if outputs.get(DRIVER_OUTPUT):
+        return {"neuron_driver_version": outputs[DRIVER_OUTPUT]}
+    return {}
+
+
 def fields_from_outputs(stack: str, outputs: Mapping[str, str]) -> dict[str, Any]:
     """The connection fields one stack's outputs provide, converted to the extras' types."""
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = _driver_fields(stack, outputs)
     for key, value in outputs.items():
         name = OUTPUT_FIELDS.get(key)
         if name is None:
@@ -82,16 +126,25 @@ def fields_from_outputs(stack: str, outputs: Mapping[str, str]) -> dict[str, Any
     return extra
 
 
+#: Fields that several stacks add entries to, with what a clash on one key means.
+MERGED_MAPS = {
+    "batch_job_queues": "both define Batch queues",
+    "neuron_driver_versions": "pin different Neuron drivers",
+}
+
+
 def merge_stack_fields(per_stack: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, Any]:
-    """Merge the fields of several stacks (base, ECS, Batch); stacks that disagree on a field are an error."""
+    """Merge the fields of several stacks (base, ECS, Batch); stacks that disagree on a field are an error.
+
+    The per-instance-type maps add up: two stacks may run different types, not give one type two values."""
     merged: dict[str, Any] = {}
     source: dict[str, str] = {}
     for stack, outputs in per_stack:
         for name, value in fields_from_outputs(stack, outputs).items():
-            if name == "batch_job_queues" and name in merged:
+            if name in MERGED_MAPS and name in merged:
                 clash = sorted(k for k in value if k in merged[name] and merged[name][k] != value[k])
                 if clash:
-                    raise ValueError(f"stacks {source[name]} and {stack} both define Batch queues for {clash}")
+                    raise ValueError(f"stacks {source[name]} and {stack} {MERGED_MAPS[name]} for {clash}")
                 merged[name] = {**merged[name], **value}
                 source[name] = f"{source[name]}, {stack}"
                 continue

@@ -64,9 +64,13 @@ class TrainiumConfig:
     #: Price overrides (see :mod:`~airflow_provider_trainium.neuron.pricing`) and a JSON file of more.
     prices: dict[str, Any] = field(default_factory=dict)
     prices_file: str | None = None
-    #: The ``aws-neuronx-dkms`` version the stacks pin on their hosts (their ``NeuronDriverVersion`` output):
-    #: checked against the image's Neuron runtime before any job starts (:mod:`~.neuron.releases`).
+    #: The ``aws-neuronx-dkms`` version of the hosts of every instance type ``neuron_driver_versions`` does not
+    #: name: checked against the image's Neuron runtime before any job starts (:mod:`~.neuron.releases`).
     neuron_driver_version: str | None = None
+    #: The driver per instance type (``trn2.48xlarge``) or family (``trn2``): the XLA and native images need
+    #: different drivers, so the hosts of each queue or cluster pin their own (``airflow trainium configure``
+    #: writes one entry per instance type the stacks run).
+    neuron_driver_versions: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:
@@ -83,6 +87,26 @@ class TrainiumConfig:
 
             parse_prices(values["prices"], "the trainium connection's prices")  # a clear error now, not mid-run
         return cls(configured=True, **values)
+
+    def _neuron_driver_key(self, instance_type: str) -> str | None:
+        """The ``neuron_driver_versions`` key for ``instance_type``: its own entry first, then its family's."""
+        for key in (instance_type, instance_type.split(".", 1)[0]):
+            if self.neuron_driver_versions.get(key):
+                return key
+        return None
+
+    def neuron_driver_for(self, instance_type: str) -> str | None:
+        """The ``aws-neuronx-dkms`` the hosts of ``instance_type`` run, as far as the connection knows: a driver
+        belongs to the hosts of a queue or cluster, so the per-type entry wins over the connection-wide one."""
+        key = self._neuron_driver_key(instance_type)
+        return self.neuron_driver_versions[key] if key else self.neuron_driver_version
+
+    def neuron_driver_source(self, instance_type: str) -> str | None:
+        """Which field :meth:`neuron_driver_for` read, for messages; None when the driver is unknown."""
+        key = self._neuron_driver_key(instance_type)
+        if key:
+            return f"neuron_driver_versions[{key}]"
+        return "neuron_driver_version" if self.neuron_driver_version else None
 
 
 class TrainiumHook(BaseHook):

@@ -12,6 +12,8 @@ from typing import Any
 
 _OPTIONAL_STRING: dict[str, Any] = {"type": ["string", "null"], "minLength": 1}
 _ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]+:role/.+$"
+#: An ``aws-neuronx-dkms`` version, the templates' AllowedPattern for their driver parameters.
+_DRIVER_VERSION = r"^[0-9]+(\.[0-9]+)+$"
 _ID_LIST = {"type": ["array", "string", "null"], "items": {"type": "string", "minLength": 1}}
 
 #: field -> {label, description, schema}; the format of provider.yaml's ``conn-fields``.
@@ -116,10 +118,24 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "neuron_driver_version": {
         "label": "Neuron driver version",
-        "description": "aws-neuronx-dkms version the stacks install on their hosts (their NeuronDriverVersion "
-        "output, written by `airflow trainium configure`). Jobs whose image runtime that driver rejects are refused "
-        "before they start; empty: not checked, with a warning.",
-        "schema": {**_OPTIONAL_STRING, "pattern": r"^[0-9]+(\.[0-9]+)+$"},
+        "description": "aws-neuronx-dkms version of the hosts of every instance type that Neuron driver per "
+        "instance type does not name (connections written before it existed hold only this). Jobs whose image "
+        "runtime the driver rejects are refused before they start; no driver for a job's type: not checked, with a "
+        "warning.",
+        "schema": {**_OPTIONAL_STRING, "pattern": _DRIVER_VERSION},
+    },
+    "neuron_driver_versions": {
+        "label": "Neuron driver per instance type",
+        "description": 'aws-neuronx-dkms version per instance type or family, e.g. {"trn1.32xlarge": "2.26.5.0", '
+        '"trn2": "2.31.7.0"}: the XLA and native images need different drivers, so each queue or cluster pins '
+        "its own (written by `airflow trainium configure` from the stacks' NeuronDriverVersion and "
+        "NativeNeuronDriverVersion outputs). A job is checked against its instance type's entry, else its "
+        "family's, else Neuron driver version.",
+        "schema": {
+            "type": ["object", "null"],
+            "propertyNames": {"pattern": r"^trn[0-9][a-z0-9-]*(\.[0-9]*x?large)?$"},
+            "additionalProperties": {"type": "string", "pattern": _DRIVER_VERSION},
+        },
     },
     "image_builder": {
         "label": "Image builder",

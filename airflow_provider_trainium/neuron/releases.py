@@ -259,8 +259,8 @@ def driver_problem(image: str | None, driver_version: str | None, labels: dict[s
         key=lambda r: version_key(r.version),
     )
     fix = (
-        f"pin aws-neuronx-dkms {release.driver} on the hosts (the stacks' NeuronDriverVersion parameter, then "
-        "`airflow trainium configure`)"
+        f"pin aws-neuronx-dkms {release.driver} on the hosts (the stacks' NeuronDriverVersion parameter, the Batch "
+        "stack's NativeNeuronDriverVersion on Trn2/Trn3, then `airflow trainium configure`)"
     )
     if alternatives:
         fix += f", or run an image of Neuron {alternatives[-1].version} (runtime {alternatives[-1].runtime})"
@@ -281,8 +281,9 @@ def unchecked_driver_warning(image: str | None, labels: dict[str, str] | None = 
     """What to say when the connection does not know its hosts' driver: the image's runtime goes unchecked."""
     found = image_runtime(image, labels)
     return (
-        "the trainium connection does not say which Neuron driver its hosts run (neuron_driver_version; "
-        "`airflow trainium configure` writes it from the stacks): the image's Neuron runtime "
+        "the trainium connection does not say which Neuron driver its hosts run (neuron_driver_versions for the "
+        "job's instance type, or neuron_driver_version; `airflow trainium configure` writes them from the stacks): "
+        "the image's Neuron runtime "
         f"{found.runtime} ({found.how}) is not checked against it"
     )
 

@@ -276,7 +276,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def check_neuron_driver(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The hosts' Neuron driver must accept the image's Neuron runtime, or ``nrt_init()`` fails on the paid
-        instances at the job's first device use. A connection that does not know its driver gets a warning."""
+        instances at the job's first device use. The driver is that of the job's instance type (the XLA and native
+        images need different ones); a connection that does not know it gets a warning."""
         if backend.runs_image:
             from airflow_provider_trainium.neuron.releases import driver_check, image_stack_problem
 
@@ -284,7 +285,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             problem = image_stack_problem(prepared.spec.stack, prepared.spec.image, labels)
             if problem:
                 raise ValueError(problem)
-            warning = driver_check(prepared.spec.image, self.config().neuron_driver_version, labels)
+            driver = self.config().neuron_driver_for(prepared.spec.instance_type)
+            warning = driver_check(prepared.spec.image, driver, labels)
             if warning:
                 self.log.warning("%s", warning)
 

@@ -35,11 +35,17 @@ def check_connection(config: TrainiumConfig, layout: Layout) -> CheckResult:
 
 
 def check_stack_outputs(config: TrainiumConfig, layout: Layout) -> CheckResult:
-    """``neuron_driver_version`` is what ``airflow trainium configure`` copies from the stacks' outputs."""
-    if not config.neuron_driver_version:
+    """The driver of the run's instance type is what ``airflow trainium configure`` copies from the stacks'
+    outputs (``neuron_driver_versions``; connections written before it hold one ``neuron_driver_version``)."""
+    source = config.neuron_driver_source(layout.instance_type)
+    if source is None:
         return warning(
             "stack outputs",
-            "not checked: the trainium connection has no neuron_driver_version (the stacks' NeuronDriverVersion "
-            "output; run `airflow trainium configure`), so the hosts' driver cannot be compared with the image",
+            f"not checked: the trainium connection has no driver for {layout.instance_type} (neuron_driver_versions "
+            "or neuron_driver_version, from the stacks' NeuronDriverVersion and NativeNeuronDriverVersion outputs; "
+            "run `airflow trainium configure`), so the hosts' driver cannot be compared with the image",
         )
-    return ok("stack outputs", f"neuron_driver_version {config.neuron_driver_version} (NeuronDriverVersion)")
+    driver = config.neuron_driver_for(layout.instance_type)
+    if source == "neuron_driver_version":
+        return ok("stack outputs", f"neuron_driver_version {driver} (NeuronDriverVersion)")
+    return ok("stack outputs", f"{source} {driver} (the driver the {layout.instance_type} hosts pin)")

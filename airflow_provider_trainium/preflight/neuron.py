@@ -40,27 +40,31 @@ def check_stack(stack: str, instance_type: str, image: str | None = None) -> Che
 
 
 def check_neuron_driver(config: TrainiumConfig, layout: Layout) -> CheckResult:
+    """The driver of the run's instance type against its image's runtime: a Trn2 queue for the native image and
+    a Trn1 one for the XLA image pin different drivers, and each job runs on its own type's hosts."""
     from airflow_provider_trainium.neuron.releases import driver_problem, image_runtime
 
     name = "neuron driver"
+    driver = config.neuron_driver_for(layout.instance_type)
     try:
-        problem = driver_problem(layout.image, config.neuron_driver_version)
+        problem = driver_problem(layout.image, driver)
     except ValueError as err:  # a release table value that is not a version yet
         return error(name, f"the Neuron release table cannot compare versions: {err} (neuron/releases.toml)")
     if problem:
         return error(name, problem)
     found = image_runtime(layout.image)
-    if not config.neuron_driver_version:
+    if not driver:
         return warning(
             name,
-            f"not checked: the hosts' Neuron driver is unknown (no neuron_driver_version in the connection); the image "
-            f"carries runtime {found.runtime} ({found.how})",
+            f"not checked: the hosts' Neuron driver is unknown (no neuron_driver_versions entry for "
+            f"{layout.instance_type} and no neuron_driver_version in the connection); the image carries runtime "
+            f"{found.runtime} ({found.how})",
         )
     if found.release is None:
         return warning(name, f"not checked: runtime {found.runtime} ({found.how}) is not in the release table")
     return ok(
         name,
-        f"driver {config.neuron_driver_version} is within {found.release.driver_range}, the drivers runtime "
+        f"driver {driver} is within {found.release.driver_range}, the drivers runtime "
         f"{found.runtime} accepts; the runtime is {found.how}",
     )
 

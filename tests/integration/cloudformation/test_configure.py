@@ -16,7 +16,7 @@ from airflow_provider_trainium import cli
 from airflow_provider_trainium.compute.backends import resolve_compute
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.releases import table
-from tests.integration.cloudformation.conftest import deploy
+from tests.integration.cloudformation.conftest import deploy, load_template
 
 CONN_ID = "trainium_cfn_test"
 
@@ -56,6 +56,32 @@ def conn_id() -> Iterator[str]:
     drop()
     yield CONN_ID
     drop()
+
+
+def deploy_batch_outputs(aws_conn_id: str, stack: str, **parameters: str) -> dict[str, str]:
+    """The Batch template's parameters, conditions and outputs on moto, its job queues as SQS queues: moto's
+    CloudFormation cannot create the compute environments (it requires a ServiceRole the template leaves to
+    Batch's service-linked role), and configure reads only the outputs."""
+    from airflow.providers.amazon.aws.hooks.cloud_formation import CloudFormationHook
+
+    batch = load_template("batch")
+    queues = {name: res for name, res in batch["Resources"].items() if res["Type"] == "AWS::Batch::JobQueue"}
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Parameters": {k: v for k, v in batch["Parameters"].items() if not k.startswith("NeuronAmi")},
+        "Conditions": batch["Conditions"],
+        "Resources": {name: {"Type": "AWS::SQS::Queue", "Condition": res["Condition"]} for name, res in queues.items()},
+        "Outputs": batch["Outputs"],
+    }
+    hook = CloudFormationHook(aws_conn_id=aws_conn_id)
+    body = json.dumps(template, default=str)
+    hook.create_stack(
+        stack,
+        {"TemplateBody": body, "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()]},
+    )
+    assert hook.get_stack_status(stack) == "CREATE_COMPLETE"
+    described = hook.get_conn().describe_stacks(StackName=stack)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
 
 
 def physical_id(aws_conn_id: str, stack: str, logical_id: str) -> str:
@@ -145,8 +171,10 @@ def test_configure_creates_then_updates_the_connection(aws_conn_id: str, base_st
     assert_points_at_base_stack(config, aws_conn_id, base_stack)
     (cluster,) = EcsHook(aws_conn_id=aws_conn_id).conn.describe_clusters(clusters=[config.ecs_cluster])["clusters"]
     assert cluster["status"] == "ACTIVE"
-    # The driver the ECS stack pins on its hosts (its NeuronDriverVersion output, the template default here).
-    assert config.neuron_driver_version == table().image.driver
+    # The driver the ECS stack pins on its hosts (its NeuronDriverVersion output, the template default here),
+    # for the instance type those hosts are; no connection-wide driver.
+    assert config.neuron_driver_versions == {"trn1.2xlarge": table().image.driver}
+    assert config.neuron_driver_version is None
     assert resolve_compute("auto", config, 1) == "ecs"
 
     # Running it again is an update of the same row, not a second connection.
@@ -173,7 +201,7 @@ def test_compute_stack_without_base_stack_is_refused(aws_conn_id: str, base_stac
 
 def test_airflows_own_cli_writes_the_driver_the_stacks_pin(aws_conn_id: str, base_stack: str, conn_id: str) -> None:
     """``airflow trainium configure``, registered through provider info, reads the ECS stack's
-    NeuronDriverVersion output into the connection's neuron_driver_version."""
+    NeuronDriverVersion output into the connection's neuron_driver_versions, for its instance type."""
     deploy(aws_conn_id, "trn-ecs", "ecs", BaseStackName=base_stack)
     airflow = str(Path(sys.executable).with_name("airflow"))
     argv = [airflow, "trainium", "configure", "--stack", base_stack, "--stack", "trn-ecs"]
@@ -181,7 +209,33 @@ def test_airflows_own_cli_writes_the_driver_the_stacks_pin(aws_conn_id: str, bas
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout[done.stdout.index("{") :])
-    assert printed[conn_id]["extra"]["neuron_driver_version"] == table().image.driver
+    assert printed[conn_id]["extra"]["neuron_driver_versions"] == {"trn1.2xlarge": table().image.driver}
     missing = subprocess.run([*argv[:3], "--stack", "nope", "--aws-conn-id", aws_conn_id], capture_output=True,
                              text=True, timeout=180)  # fmt: skip
     assert missing.returncode == 2 and "stack nope not found" in missing.stderr
+
+
+def test_each_queue_and_cluster_gets_the_driver_its_hosts_pin(aws_conn_id: str, base_stack: str, conn_id: str) -> None:
+    """A Batch stack with all four queues on its template defaults and an ECS Trn3 cluster for the native image:
+    the Trn1/Trn1n queues' hosts run the XLA release's driver (NeuronDriverVersion), the Trn2/Trn3 queues' and the
+    ECS instances the native release's (NativeNeuronDriverVersion, and the ECS stack's own parameter). All four
+    queues, as moto renders a disabled queue's AWS::NoValue in BatchJobQueues' Fn::Join as "None"."""
+    xla, native = table().image_for("xla"), table().image_for("native")
+    deploy(aws_conn_id, "trn-ecs", "ecs", BaseStackName=base_stack, InstanceType="trn3.48xlarge",
+           NeuronDriverVersion=native.driver)  # fmt: skip
+    enabled = {f"Enable{p}": "enabled" for p in ("Trn1", "Trn1n", "Trn2", "Trn3")}
+    outputs = deploy_batch_outputs(aws_conn_id, "trn-batch", BaseStackName=base_stack, **enabled)
+    assert (outputs["NeuronDriverVersion"], outputs["NativeNeuronDriverVersion"]) == (xla.driver, native.driver)
+    argv = ["configure", "--stack", base_stack, "--stack", "trn-ecs", "--stack", "trn-batch", "--dry-run"]
+    printed = json.loads(run_command(*argv, "--aws-conn-id", aws_conn_id, "--conn-id", conn_id))
+    config = TrainiumConfig.from_extra(printed[conn_id]["extra"])
+    assert config.neuron_driver_versions == {
+        "trn1.32xlarge": xla.driver,
+        "trn1n.32xlarge": xla.driver,
+        "trn2.48xlarge": native.driver,
+        "trn3.48xlarge": native.driver,
+    }
+    assert config.neuron_driver_version is None
+    assert config.neuron_driver_for("trn1.32xlarge") == xla.driver
+    assert config.neuron_driver_for("trn2.48xlarge") == native.driver
+    assert stored_connection(conn_id) is None

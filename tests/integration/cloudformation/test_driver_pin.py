@@ -6,7 +6,9 @@ scripts/enable-ecs-agent-inferentia-support.sh), and a driver newer than the ima
 fails nrt_init() (Neuron 2.31 release notes: driver 2.29 needs Neuron Runtime 2.33 or later). So the user
 data of every launch template installs exactly ``NeuronDriverVersion`` from the Neuron yum repository, as
 AWS's Batch llama2 sample (aws-neuron-samples) installs its driver in launch template user data, reloads the
-module and fails unless the loaded driver is that version. The scripts run here against stand-ins for rpm,
+module and fails unless the loaded driver is that version. No one driver serves both training images (the XLA
+image's runtime 2.30 fails on driver 2.29+, the native image's 2.35 needs 2.31+), so the Batch stack's Trn2 and
+Trn3 launch templates pin ``NativeNeuronDriverVersion`` instead. The scripts run here against stand-ins for rpm,
 dnf, modprobe and modinfo, with the paths they touch moved into a temporary directory."""
 
 from __future__ import annotations
@@ -23,11 +25,25 @@ import pytest
 
 from airflow_provider_trainium.hooks.trainium_fields import CONN_FIELDS
 from airflow_provider_trainium.neuron.releases import table
-from airflow_provider_trainium.stack import OUTPUT_FIELDS
+from airflow_provider_trainium.stack import BATCH_DRIVER_OUTPUTS, DRIVER_OUTPUTS, OUTPUT_FIELDS, fields_from_outputs
 from tests.integration.cloudformation.conftest import substitute
 
 PINNING = ("ecs", "batch")
 SCRIPTS = ("ecs", "batch-Trn1", "batch-Trn1n", "batch-Trn2", "batch-Trn3")
+#: The parameter each script pins (the XLA image's driver on Trn1, the native image's on Trn2 and Trn3).
+PARAMETER = {
+    "ecs": "NeuronDriverVersion",
+    "batch-Trn1": "NeuronDriverVersion",
+    "batch-Trn1n": "NeuronDriverVersion",
+    "batch-Trn2": "NativeNeuronDriverVersion",
+    "batch-Trn3": "NativeNeuronDriverVersion",
+}
+#: (template, driver parameter, the image release whose driver is its default).
+DEFAULTS = [
+    ("ecs", "NeuronDriverVersion", "xla"),
+    ("batch", "NeuronDriverVersion", "xla"),
+    ("batch", "NativeNeuronDriverVersion", "native"),
+]
 PINNED = "2.26.5.0"
 NEWER = "2.29.3.0"
 # Paths the scripts touch on a host, and where they go in a test run (below its temporary directory).
@@ -50,34 +66,78 @@ def user_data_script(templates: dict[str, Any], which: str) -> tuple[str, dict[s
     return script, {}
 
 
-@pytest.mark.parametrize("name", PINNING)
-def test_driver_default_is_the_one_the_image_release_ships(templates: dict[str, Any], name: str) -> None:
-    """The default is the aws-neuronx-dkms of the Neuron release docker/Dockerfile builds on (releases.toml),
-    and matches the template's own AllowedPattern and the connection field's pattern."""
-    parameter = templates[name]["Parameters"]["NeuronDriverVersion"]
+@pytest.mark.parametrize(("name", "parameter_name", "stack"), DEFAULTS)
+def test_driver_default_is_the_one_the_image_release_ships(templates, name, parameter_name, stack) -> None:
+    """Each default is the aws-neuronx-dkms of the Neuron release its image builds on (releases.toml: the XLA
+    image's for Trn1 and the ECS stack, the native image's for the Batch Trn2/Trn3 queues), and matches the
+    template's own AllowedPattern and the connection fields' pattern."""
+    parameter = templates[name]["Parameters"][parameter_name]
     assert parameter["Type"] == "String"
-    assert parameter["Default"] == table().image.driver
+    assert parameter["Default"] == table().image_for(stack).driver
     assert re.fullmatch(parameter["AllowedPattern"], parameter["Default"])
     assert parameter["AllowedPattern"] == CONN_FIELDS["neuron_driver_version"]["schema"]["pattern"]
+    per_type = CONN_FIELDS["neuron_driver_versions"]["schema"]["additionalProperties"]["pattern"]
+    assert parameter["AllowedPattern"] == per_type
     for bad in ("2", "2.26.*", "latest", "2.26.5.0; reboot"):
         assert not re.fullmatch(parameter["AllowedPattern"], bad), bad
 
 
+def test_the_two_batch_drivers_cannot_be_one(templates: dict[str, Any]) -> None:
+    """Why there are two: the XLA release's runtime rejects the native release's driver and the other way round."""
+    xla, native = table().image_for("xla"), table().image_for("native")
+    assert not xla.accepts_driver(native.driver) and not native.accepts_driver(xla.driver)
+    described = templates["batch"]["Parameters"]["NativeNeuronDriverVersion"]["Description"]
+    assert "Trn2 and Trn3" in described and "native stack's image" in described
+    assert "XLA stack's image needs this set to the XLA driver" in described
+    assert "Trn1 and Trn1n" in templates["batch"]["Parameters"]["NeuronDriverVersion"]["Description"]
+    assert "native stack's" in templates["ecs"]["Parameters"]["InstanceType"]["Description"]
+    assert "set NeuronDriverVersion to the driver" in templates["ecs"]["Parameters"]["InstanceType"]["Description"]
+
+
+@pytest.mark.parametrize("which", SCRIPTS)
+def test_each_launch_template_pins_its_own_parameter(templates: dict[str, Any], which: str) -> None:
+    """The user data names only its own driver parameter, and for Batch it is the one configure reads for that
+    family (stack.BATCH_DRIVER_OUTPUTS): a Trn2 host's entry in the connection is the driver it installs."""
+    script, _ = user_data_script(templates, which)
+    named = set(re.findall(r"\$\{(\w*NeuronDriverVersion)\}", script))
+    assert named == {PARAMETER[which]}
+    if which != "ecs":
+        assert BATCH_DRIVER_OUTPUTS[which.split("-", 1)[1].lower()] == PARAMETER[which]
+
+
 @pytest.mark.parametrize("name", PINNING)
-def test_every_pinning_stack_outputs_the_connection_field(templates: dict[str, Any], name: str) -> None:
-    """stack.py maps the NeuronDriverVersion output to neuron_driver_version; both compute stacks give it,
-    and it is the pinned value itself."""
-    assert templates[name]["Outputs"]["NeuronDriverVersion"] == {
-        "Description": "neuron_driver_version of the trainium connection",
-        "Value": {"Ref": "NeuronDriverVersion"},
+def test_every_pinning_stack_outputs_its_drivers(templates: dict[str, Any], name: str) -> None:
+    """Each driver parameter is output as itself, and configure reads those outputs (stack.DRIVER_OUTPUTS)."""
+    outputs = templates[name]["Outputs"]
+    drivers = {key for key in outputs if key.endswith("NeuronDriverVersion")}
+    assert drivers == (
+        {"NeuronDriverVersion"} if name == "ecs" else {"NeuronDriverVersion", "NativeNeuronDriverVersion"}
+    )
+    for key in drivers:
+        assert outputs[key]["Value"] == {"Ref": key}
+    assert drivers <= DRIVER_OUTPUTS
+    assert not drivers & set(OUTPUT_FIELDS)  # per instance type, not through the CamelCase field mapping
+
+
+def test_configure_gives_each_batch_queue_the_driver_of_its_launch_template() -> None:
+    """The Batch stack's two outputs become one entry per queue: Trn1/Trn1n the XLA driver, Trn2/Trn3 the native."""
+    xla, native = table().image_for("xla").driver, table().image_for("native").driver
+    queues = ",".join(f"{t}=arn:q-{t}" for t in ("trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn3.48xlarge"))
+    outputs = {"BatchJobQueues": queues, "NeuronDriverVersion": xla, "NativeNeuronDriverVersion": native}
+    found = fields_from_outputs("trn-batch", outputs)
+    assert found["neuron_driver_versions"] == {
+        "trn1.32xlarge": xla,
+        "trn1n.32xlarge": xla,
+        "trn2.48xlarge": native,
+        "trn3.48xlarge": native,
     }
-    assert OUTPUT_FIELDS["NeuronDriverVersion"] == "neuron_driver_version"
+    assert "neuron_driver_version" not in found
 
 
 @pytest.mark.parametrize("which", SCRIPTS)
 def test_user_data_installs_the_pinned_package_and_checks_the_loaded_driver(templates, which) -> None:
     script, _ = user_data_script(templates, which)
-    assert 'dnf install -y "aws-neuronx-dkms-${NeuronDriverVersion}"' in script
+    assert f'dnf install -y "aws-neuronx-dkms-${{{PARAMETER[which]}}}"' in script
     assert "baseurl=https://yum.repos.neuron.amazonaws.com" in script
     assert "gpgkey=https://yum.repos.neuron.amazonaws.com/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB" in script
     assert "cat /sys/module/neuron/version" in script
@@ -116,7 +176,7 @@ mkdir -p "$mod"; cp "$STATE/ondisk" "$mod/version"
 def run_script(templates, which: str, tmp_path: Path, installed: str | None, flags: tuple[str, ...] = ()):
     """Run the user data on a host whose aws-neuronx-dkms ``installed`` is also the loaded driver."""
     script, values = user_data_script(templates, which)
-    script = substitute(script, NeuronDriverVersion=PINNED, **values)
+    script = substitute(script, **{PARAMETER[which]: PINNED}, **values)
     unmoved = script
     for path, moved in MOVED.items():
         unmoved = unmoved.replace(path, "")
@@ -197,7 +257,7 @@ def test_a_host_left_on_another_driver_fails_naming_both(templates, which, tmp_p
     before the agent config is written, so the instance never joins the stack's cluster."""
     done, log, _, ecs_config = run_script(templates, which, tmp_path, installed=NEWER, flags=flags)
     assert done.returncode != 0
-    assert f"the loaded neuron driver is {loaded_then}, NeuronDriverVersion is {PINNED}" in done.stderr
+    assert f"the loaded neuron driver is {loaded_then}, {PARAMETER[which]} is {PINNED}" in done.stderr
     if which == "ecs":
         assert "ECS_CLUSTER" not in ecs_config
     else:
@@ -209,6 +269,6 @@ def test_a_host_left_on_another_driver_fails_naming_both(templates, which, tmp_p
 def test_user_data_scripts_parse(templates, which) -> None:
     script, values = user_data_script(templates, which)
     done = subprocess.run(
-        ["bash", "-n"], input=substitute(script, NeuronDriverVersion=PINNED, **values), capture_output=True, text=True
+        ["bash", "-n"], input=substitute(script, **{PARAMETER[which]: PINNED}, **values), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr

@@ -24,6 +24,8 @@ GOOD: dict[str, list[dict[str, Any]]] = {
         STACKS,
         {**STACKS, "EnableTrn2": "enabled", "MaxNodes": 16},
         {**STACKS, "MaxNodes": 1, "PurchaseOption": "spot"},
+        # A Trn2 queue for the XLA image: its driver, not the native one.
+        {**STACKS, "EnableTrn2": "enabled", "NativeNeuronDriverVersion": "2.26.5.0"},
     ],
 }
 

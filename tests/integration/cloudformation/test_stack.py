@@ -88,3 +88,37 @@ def test_bad_queue_outputs_are_refused(value: str, message: str) -> None:
 def test_a_connection_needs_the_base_stack() -> None:
     with pytest.raises(ValueError, match=r"stacks batch have no outputs \['RegionName', 'ArtifactRoot'"):
         connection_extra([("batch", BATCH)], aws_conn_id="aws_default")
+
+
+def test_an_ecs_cluster_for_the_native_image_and_a_trn1_batch_queue_make_one_connection() -> None:
+    """Each stack's driver goes to the instance types its hosts are, so an ECS Trn2 cluster on the native driver
+    and a Batch Trn1 queue on the XLA one are not a disagreement (one connection-wide driver made them one)."""
+    ecs = {"EcsCluster": "c", "ContainerInstanceType": "trn2.48xlarge", "NeuronDriverVersion": "2.31.7.0"}
+    batch = {"BatchJobQueues": "trn1.32xlarge=arn:q1", "NeuronDriverVersion": "2.26.5.0",
+             "NativeNeuronDriverVersion": "2.31.7.0"}  # fmt: skip
+    config = TrainiumConfig.from_extra(connection_extra([("base", BASE), ("ecs", ecs), ("batch", batch)], "aws"))
+    assert config.neuron_driver_versions == {"trn2.48xlarge": "2.31.7.0", "trn1.32xlarge": "2.26.5.0"}
+    assert config.neuron_driver_version is None
+    assert config.neuron_driver_for("trn2.48xlarge") == "2.31.7.0"
+    assert config.neuron_driver_for("trn1.32xlarge") == "2.26.5.0"
+
+
+def test_two_stacks_may_not_pin_two_drivers_on_one_instance_type() -> None:
+    ecs = {"EcsCluster": "c", "ContainerInstanceType": "trn2.48xlarge", "NeuronDriverVersion": "2.26.5.0"}
+    batch = {"BatchJobQueues": "trn2.48xlarge=arn:q2", "NativeNeuronDriverVersion": "2.31.7.0"}
+    with pytest.raises(ValueError, match=r"stacks ecs and batch pin different Neuron drivers for \['trn2.48xlarge'\]"):
+        merge_stack_fields([("ecs", ecs), ("batch", batch)])
+
+
+def test_a_stack_of_the_one_driver_layout_still_configures() -> None:
+    """A Batch stack deployed before NativeNeuronDriverVersion pinned NeuronDriverVersion on every queue; an ECS
+    stack without ContainerInstanceType cannot say whose driver it is, which stays the connection-wide one."""
+    old_batch = {"BatchJobQueues": "trn1.32xlarge=arn:q1,trn2.48xlarge=arn:q2", "NeuronDriverVersion": "2.26.5.0"}
+    assert fields_from_outputs("b", old_batch)["neuron_driver_versions"] == {
+        "trn1.32xlarge": "2.26.5.0",
+        "trn2.48xlarge": "2.26.5.0",
+    }
+    assert fields_from_outputs("e", {"EcsCluster": "c", "NeuronDriverVersion": "2.26.5.0"}) == {
+        "ecs_cluster": "c",
+        "neuron_driver_version": "2.26.5.0",
+    }

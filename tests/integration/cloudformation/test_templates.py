@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.neuron.catalog import CATALOG
-from airflow_provider_trainium.stack import NOT_FROM_STACK, OUTPUT_FIELDS
+from airflow_provider_trainium.stack import DRIVER_OUTPUTS as STACK_DRIVER_OUTPUTS
+from airflow_provider_trainium.stack import ECS_INSTANCE_TYPE_OUTPUT, NOT_FROM_STACK, OUTPUT_FIELDS
 from tests.integration.cloudformation.conftest import TEMPLATES
 
 BATCH_TYPES = {"Trn1": "trn1.32xlarge", "Trn1n": "trn1n.32xlarge", "Trn2": "trn2.48xlarge", "Trn3": "trn3.48xlarge"}
@@ -86,24 +87,27 @@ def test_job_role_reaches_only_the_artifact_prefix(templates: dict[str, Any]) ->
     assert all(r["Fn::Sub"].startswith("${ArtifactBucket.Arn}/${ArtifactPrefix}/") for r in objects["Resource"])
 
 
-# Outputs more than one stack may give: each compute stack pins the driver its own hosts run, and
-# stack.merge_stack_fields refuses two stacks whose values disagree.
-SHARED_OUTPUTS = {"NeuronDriverVersion": {"ecs", "batch"}}
+# The driver outputs: configure turns them into neuron_driver_versions entries for the instance types the stack
+# runs (stack.DRIVER_OUTPUTS), so the ECS and Batch stacks may each give NeuronDriverVersion.
+DRIVER_OUTPUTS = {"NeuronDriverVersion": {"ecs", "batch"}, "NativeNeuronDriverVersion": {"batch"}}
 
 
 def test_outputs_cover_every_connection_field_exactly_once(templates: dict[str, Any]) -> None:
     provided: dict[str, set[str]] = {}
+    drivers: dict[str, set[str]] = {}
     for name in TEMPLATES:
         for output in templates[name].get("Outputs", {}):
             if output in OUTPUT_FIELDS:
                 provided.setdefault(output, set()).add(name)
+            if output in STACK_DRIVER_OUTPUTS:
+                drivers.setdefault(output, set()).add(name)
     assert set(provided) == set(OUTPUT_FIELDS)
     for output, stacks in provided.items():
-        if output in SHARED_OUTPUTS:
-            assert stacks == SHARED_OUTPUTS[output], f"{output} comes from {sorted(stacks)}"
-        else:
-            assert len(stacks) == 1, f"{output} is an output of {sorted(stacks)}"
+        assert len(stacks) == 1, f"{output} is an output of {sorted(stacks)}"
     assert not NOT_FROM_STACK & set(OUTPUT_FIELDS.values())
+    assert drivers == DRIVER_OUTPUTS and set(drivers) == STACK_DRIVER_OUTPUTS
+    # The ECS stack's driver is tied to its one instance type by this output.
+    assert templates["ecs"]["Outputs"][ECS_INSTANCE_TYPE_OUTPUT]["Value"] == {"Ref": "InstanceType"}
 
 
 def test_bucket_and_registry_are_private_and_encrypted(templates: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG
 
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, resolve_stack, table
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
@@ -60,7 +61,7 @@ def test_the_run_built_images_labels_reach_the_job() -> None:
 @pytest.mark.parametrize("labelled", [True, False])
 def test_the_native_jobs_image_and_driver_checks_read_the_built_images_labels(labelled: bool) -> None:
     job, context = run(native_labels() if labelled else None)
-    job._config = SimpleNamespace(neuron_driver_version=NATIVE.driver)  # type: ignore[assignment]
+    job._config = TrainiumConfig(neuron_driver_versions={"trn2.48xlarge": NATIVE.driver})
     spec = JobSpec(name="t", entry_point="trainer.llama.train", instance_type="trn2.48xlarge", image=REFERENCE,
                    stack="native")  # fmt: skip
     prepared = SimpleNamespace(spec=spec)
