@@ -102,6 +102,10 @@ bench-batch: venv
 bench-llama: venv
 	$(BIN)/python benchmarks/llama_tokens.py
 
+# Tokens/s of the native trainer (FSDP2) against TorchTitan's Trainer, 2 gloo ranks on the CPU, in .venv-native.
+bench-native: venv-native
+	$(NBIN)/python benchmarks/native_tokens.py
+
 # The oldest supported Airflow (the floor in pyproject.toml) in a second environment, .venv-oldest:
 # provider import, DAG parsing and the MNIST DAG on local compute (tests/oldest).
 .PHONY: test-oldest
