@@ -32,8 +32,8 @@ from trainer.llama.hf_export import save_model, write_tokenizer
 from trainer.llama.model import base_model, build_config
 from trainer.llama.presets import flops_per_token
 from trainer.native import checkpoint as dcp_checkpoint
-from trainer.native.compile_cache import configure_compile_cache
-from trainer.native.device import NativeDevice, init_device
+from trainer.native.compile_cache import configure_compile_cache, inductor_cache_counts
+from trainer.native.device import CPU, NativeDevice, init_device
 from trainer.native.hf_load import load_sharded_base
 from trainer.native.parallel import (
     Layout,
@@ -97,7 +97,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     base = HFCheckpoint(args.base_model_uri) if args.base_model_uri else None
     config = build_config(args.preset, int(index["vocab_size"]), base)
     device = init_device()
-    configure_compile_cache(device.type, args.compile_cache_uri)  # before the first compilation reads it
+    cache = configure_compile_cache(device.type, args.compile_cache_uri)  # before the first compilation reads it
     world = init_process_group(device)
     check_layout(world.world_size, args.tensor_parallel_size, config)
     layout = Layout(world.rank, world.world_size, args.tensor_parallel_size)
@@ -197,6 +197,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "peak_flops": metrics.peak_flops,
         "mfu": metrics.mfu(tokens_per_s) if tokens_per_s else None,
         "compiled": bool(args.compile),
+        **cache.summary(),
+        "compile_cache": inductor_cache_counts() if args.compile and device.type == CPU else None,
         "compile_only": args.compile_only,
         "base_model_uri": args.base_model_uri,
         "base_read_fraction": round(base_read.fraction, 6) if base_read else None,
@@ -223,6 +225,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                         {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
     else:
         metrics.close()
-    dist.barrier()
+    dist.barrier()  # every rank of the node has compiled: its mirror of a remote compile cache is complete
+    cache.push()
     dist.destroy_process_group()
     return summary

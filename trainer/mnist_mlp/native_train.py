@@ -133,7 +133,8 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         metrics.finish(summary)
         uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
                         {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
-    dist.barrier()
+    dist.barrier()  # every rank of the node has compiled: its mirror of a remote compile cache is complete
+    cache.push()
     dist.destroy_process_group()
     return summary
 

@@ -10,19 +10,26 @@ variables and troubleshooting pages (.../tools/neuron-explorer/). On a CPU the s
 inductor, whose persistent caches (FX graphs, AOTAutograd, kernels) live under ``TORCHINDUCTOR_CACHE_DIR``:
 the stand-in the tests here can warm and read back.
 
-Both are directories: no source says TorchNeuron's NEFF cache takes an ``s3://`` URL (a guess that it does not),
-so an ``s3://`` cache URI leaves the cache at its node-local default and the run says so.
+Both are directories: no source says TorchNeuron's NEFF cache takes an ``s3://`` URL (a guess that it does not).
+So for an ``s3://`` cache URI (the cache of every ECS/Batch job) each node keeps a local mirror: pulled from
+the URI before the first compilation, and what the run added pushed back at its end
+(:meth:`CompileCache.push`, one process per node). A rerun on a fresh instance then starts warm, which is what
+the compile step's key record promises.
 
 Must run before the first compilation: both caches read their directory when they first compile.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import os
+import tempfile
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
+from trainer.common import uri as uris
 from trainer.common.uri import local_path
 from trainer.native.device import COMPILE_BACKENDS, CPU, NEURON
 
@@ -43,10 +50,83 @@ class CompileCache:
     backend: str
     directory: str | None
     persistent: bool
+    #: the remote cache this node mirrors (``s3://...``), or None for a local or no cache
+    remote: str | None = None
+    #: files this node's mirror held once pulled (whichever of the node's ranks downloaded them)
+    files_at_start: int = 0
 
     def summary(self) -> dict[str, object]:
-        return {"compile_backend": self.backend, "compile_cache_dir": self.directory,
-                "compile_cache_persistent": self.persistent}  # fmt: skip
+        return {
+            "compile_backend": self.backend,
+            "compile_cache_dir": self.remote or self.directory,
+            "compile_cache_persistent": self.persistent,
+            "compile_cache_files_at_start": self.files_at_start,
+        }
+
+    def push(self) -> int:
+        """Upload what this node's mirror has and the remote cache lacks; one process per node does it
+        (local rank 0, after every rank of the node has compiled). Returns the files uploaded."""
+        if self.remote is None or self.directory is None or os.environ.get("LOCAL_RANK", "0") != "0":
+            return 0
+        fs, root = uris.filesystem(self.remote)
+        pushed = 0
+        try:
+            have = remote_sizes(self.remote)
+            for rel, size in sorted(local_sizes(self.directory).items()):
+                if have.get(rel) != size:
+                    fs.put_file(os.path.join(self.directory, rel), f"{root.rstrip('/')}/{rel}")
+                    pushed += 1
+        except OSError as err:  # the run's outputs are written: a cold cache next time is no reason to fail it
+            log.warning("compile cache: pushing to %s stopped after %d file(s): %s", self.remote, pushed, err)
+            return pushed
+        log.info("compile cache: pushed %d new file(s) from %s to %s", pushed, self.directory, self.remote)
+        return pushed
+
+
+def cacheable(rel: str) -> bool:
+    """Lock files belong to the processes that made them, not to the cache."""
+    parts = rel.split("/")
+    return not rel.endswith(".lock") and "locks" not in parts[:-1]
+
+
+def local_sizes(directory: str) -> dict[str, int]:
+    found = {}
+    for folder, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, directory).replace(os.sep, "/")
+            if cacheable(rel):
+                found[rel] = os.path.getsize(path)
+    return found
+
+
+def remote_sizes(remote: str) -> dict[str, int]:
+    fs, root = uris.filesystem(remote)
+    root = root.rstrip("/")
+    if not fs.exists(root):
+        return {}
+    return {path[len(root) :].lstrip("/"): int(info.get("size") or 0)
+            for path, info in fs.find(root, detail=True).items()}  # fmt: skip
+
+
+def pull(remote: str, directory: str) -> int:
+    """Copy the remote cache's files that this node's mirror lacks; the node's ranks take turns under a lock,
+    so the first downloads and the others find everything present. Returns the files the mirror then holds."""
+    fs, root = uris.filesystem(remote)
+    os.makedirs(directory, exist_ok=True)
+    with open(f"{directory}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        have = local_sizes(directory)
+        pulled = 0
+        for rel, size in sorted(remote_sizes(remote).items()):
+            if cacheable(rel) and have.get(rel) != size:
+                target = os.path.join(directory, *rel.split("/"))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                fs.get_file(f"{root.rstrip('/')}/{rel}", target)
+                pulled += 1
+        if pulled:
+            log.info("compile cache: pulled %d file(s) from %s", pulled, remote)
+        return len(local_sizes(directory))
 
 
 def configure_compile_cache(
@@ -56,10 +136,15 @@ def configure_compile_cache(
     backend, variable = COMPILE_BACKENDS[device_type], CACHE_ENV[device_type]
     path = local_path(cache_uri) if cache_uri else None
     if path is None:
-        if cache_uri:
-            log.warning("the %s compile cache is a directory; %s is not one, so it stays at %s (this node only)",
-                        backend, cache_uri, environ.get(variable, "its default"))  # fmt: skip
-        return CompileCache(backend, environ.get(variable), persistent=False)
+        if not cache_uri:
+            return CompileCache(backend, environ.get(variable), persistent=False)
+        remote = uris.join(cache_uri, CACHE_SUBDIR[device_type])
+        mirror = os.path.join(tempfile.gettempdir(), "trainium-compile-cache",
+                              hashlib.sha256(remote.encode()).hexdigest()[:16])  # fmt: skip
+        held = pull(remote, mirror)
+        environ[variable] = mirror
+        log.info("compile cache: %s mirrored at %s (%d file(s))", remote, mirror, held)
+        return CompileCache(backend, mirror, persistent=True, remote=remote, files_at_start=held)
     directory = os.path.join(path, CACHE_SUBDIR[device_type])
     os.makedirs(directory, exist_ok=True)
     environ[variable] = directory

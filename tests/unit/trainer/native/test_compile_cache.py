@@ -18,14 +18,6 @@ def test_a_directory_cache_holds_the_devices_compile_cache(tmp_path, device, var
     assert cache.backend == {"neuron": "neuron", "cpu": "inductor"}[device]
 
 
-def test_an_s3_cache_leaves_the_node_local_default_and_says_it_does_not_persist(caplog):
-    environ = {NEFF_CACHE_ENV: "/scratch/neff"}
-    cache = configure_compile_cache("neuron", "s3://bucket/compile-cache/dag", environ)
-    assert environ == {NEFF_CACHE_ENV: "/scratch/neff"}
-    assert (cache.persistent, cache.directory) == (False, "/scratch/neff")
-    assert "this node only" in caplog.text
-
-
 def test_no_cache_uri_changes_nothing():
     environ: dict[str, str] = {}
     assert configure_compile_cache("cpu", None, environ).persistent is False
