@@ -3,11 +3,10 @@ own trainer (``trainer.titan.train``) on the same model, data, steps and seed: C
 
 Both start from the same weights (the native trainer's seeded initialization, written once as a Hugging Face
 directory: ``--base-model-uri`` for ours, TorchTitan's ``initial_load_in_hf`` for it), read the same blocks in
-the same order (``DataOrder``), and run AdamW (betas 0.9/0.95), warmup + cosine decay, clipping at 1.0 and no
-weight decay (the two group parameters differently). TorchTitan's warmup is given one step more, which makes
-its warmup factors ours; its cosine decay's denominator is still one step shorter, and the two models are
-different code (TorchTitan's Llama 3 vs transformers' Llama, complex vs rotate-half RoPE), so the final
-losses agree within ``LOSS_TOLERANCE``, not bit for bit. Run in the native venv:
+the same order (``DataOrder``), and run AdamW (betas 0.9/0.95) at a constant learning rate, clipping at 1.0 and
+no weight decay (the two group parameters differently). The two models are different code (TorchTitan's
+Llama 3 vs transformers' Llama, complex vs rotate-half RoPE), so the final losses agree within
+``LOSS_TOLERANCE``, not bit for bit. Run in the native venv:
 
     make bench-native            # .venv-native/bin/python benchmarks/native_tokens.py [--steps 30] [--repeats 3]
 
@@ -33,10 +32,15 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.pairs import alternating_pairs, ratio_summary  # noqa: E402
 
-SEED, LR, WARMUP, MIN_LR_RATIO, MAX_GRAD_NORM = 0, 3e-3, 5, 0.1, 1.0
-#: Largest final-loss difference (absolute, nats) that still counts as the same training: the step-1 losses are
-#: equal (same weights, same batch); the decay's one-step offset leaves 0.054 after 30 steps of ``tiny``.
-LOSS_TOLERANCE = 0.1
+#: A constant learning rate (no warmup, no decay: ``min_lr_ratio`` 1), the one schedule both trainers define
+#: identically; their warmup and cosine formulas differ by a step, which alone moved the final loss by 0.05.
+SEED, LR, WARMUP, MIN_LR_RATIO, MAX_GRAD_NORM = 0, 3e-3, 0, 1.0, 1.0
+#: Largest final-loss difference (absolute, nats) that still counts as the same training: same weights, batches,
+#: optimizer and schedule in fp32, so only the attention kernels' summation order differs (set before measuring).
+LOSS_TOLERANCE = 0.01
+#: Steps left out of the speed: the first ones carry one-time work (FSDP's lazy init, allocator growth) that
+#: differs between the trainers and says nothing about a long run.
+WARM_STEPS = 5
 
 
 def prepare(root: Path, preset: str) -> tuple[Path, Path]:
@@ -74,7 +78,9 @@ def torchrun(module: str, out: Path, extra: list[str], args: argparse.Namespace,
         raise SystemExit(1)
     metrics = json.loads((out / "metrics.json").read_text())
     train = [r for r in metrics["history"] if r["kind"] == "train"]
-    return {"tokens_per_s": metrics["tokens_per_s"], "first_loss": train[0]["loss"],
+    steady = [r["tokens_per_s"] for r in train[WARM_STEPS:] if r.get("tokens_per_s")]
+    return {"tokens_per_s": statistics.median(steady), "loop_tokens_per_s": metrics["tokens_per_s"],
+            "first_loss": train[0]["loss"],
             "final_loss": metrics["final_loss"], "eval_loss": metrics["eval_loss"],
             "wall_s": time.perf_counter() - started}  # fmt: skip
 
@@ -103,22 +109,22 @@ def main(argv: list[str] | None = None) -> int:
                             data, init)  # fmt: skip
 
         def titan() -> dict:
-            # TorchTitan's warmup factor is (s+1)/w, ours (s+1)/(w+1): w+1 there is our schedule's warmup
-            extra = ["--flavor", args.preset, "--warmup-steps", str(WARMUP + 1)]
+            extra = ["--flavor", args.preset]
             return torchrun("trainer.titan.train", root / f"titan-{next(runs)}", extra, args, data, init)
 
         pairs = alternating_pairs(ours, titan, args.repeats)
-    ratio, spread = ratio_summary([t["tokens_per_s"] / o["tokens_per_s"] for o, t in pairs])
+    ratio, spread = ratio_summary([o["tokens_per_s"] / t["tokens_per_s"] for o, t in pairs])
     print(f"\n{args.preset}, {args.steps} steps, batch {args.batch_size}/rank, 2 ranks gloo (dp=2), CPU, "
           f"OMP_NUM_THREADS={args.threads}, {args.repeats} alternating pairs\n")  # fmt: skip
-    print("| trainer | tokens/s (median) | range | step-1 loss | final loss | eval loss |")
-    print("|---|---|---|---|---|---|")
+    print("| trainer | steady tokens/s (median of runs) | range | whole loop tokens/s | step-1 loss | final loss "
+          "| eval loss |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for name, side in (("trainer.llama native (FSDP2)", 0), ("TorchTitan 0.2.2 Trainer", 1)):
         speeds = [pair[side]["tokens_per_s"] for pair in pairs]
+        loop = statistics.median(pair[side]["loop_tokens_per_s"] for pair in pairs)
         last = pairs[-1][side]
-        print(f"| {name} | {statistics.median(speeds):.0f} | {min(speeds):.0f}-{max(speeds):.0f} | "
+        print(f"| {name} | {statistics.median(speeds):.0f} | {min(speeds):.0f}-{max(speeds):.0f} | {loop:.0f} | "
               f"{last['first_loss']:.4f} | {last['final_loss']:.4f} | {last['eval_loss']:.4f} |")  # fmt: skip
-    print(f"\nTorchTitan / ours tokens/s: {ratio:.2f} (pairs {spread})")
+    print(f"\nours / TorchTitan steady tokens/s: {ratio:.2f}x (pairs {spread}; goal >= 1.0x)")
     gap = max(abs(o["final_loss"] - t["final_loss"]) for o, t in pairs)
     verdict = "agree" if gap <= LOSS_TOLERANCE else "DIFFER"
     print(f"final losses {verdict}: largest difference {gap:.4f} (tolerance {LOSS_TOLERANCE})")

@@ -29,12 +29,12 @@ def build_config(preset: str, vocab_size: int, base: HFCheckpoint | str | None) 
     return llama_config(preset, vocab_size)
 
 
-def new_model(config: Any, seed: int) -> torch.nn.Module:
+def new_model(config: Any, seed: int, attention: str = "eager") -> torch.nn.Module:
     """Same seed, same initial weights on every rank."""
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config._attn_implementation = "eager"  # one attention path on CPU, XLA and Neuron
+    config._attn_implementation = attention  # eager: one attention path on CPU and XLA; native takes sdpa
     return LlamaForCausalLM(config)
 
 
@@ -81,9 +81,9 @@ def load_weights(
     return count
 
 
-def base_model(config: Any, seed: int, checkpoint: HFCheckpoint | None) -> torch.nn.Module:
+def base_model(config: Any, seed: int, checkpoint: HFCheckpoint | None, attention: str = "eager") -> torch.nn.Module:
     """The whole model on this host: the seeded initialization, overwritten by the base weights if any."""
-    model = new_model(config, seed)
+    model = new_model(config, seed, attention)
     if checkpoint is not None:
         load_weights(model, checkpoint, config)
     return model

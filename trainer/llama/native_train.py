@@ -45,6 +45,10 @@ from trainer.native.parallel import (
 )
 
 log = logging.getLogger("trainer")
+#: transformers' attention through ``torch.nn.functional.scaled_dot_product_attention``: one fused op where
+#: the device has a kernel for it and PyTorch's own math decomposition where it has not (TorchTitan's choice
+#: too); the XLA path keeps its eager attention.
+ATTENTION = "sdpa"
 
 
 def param_dtype(precision: str, device: NativeDevice) -> torch.dtype | None:
@@ -110,11 +114,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     dtype = param_dtype(args.precision, device)
     base_read = None
     if base is None:
-        model = base_model(config, args.seed, None).to(device.device)
+        model = base_model(config, args.seed, None, ATTENTION).to(device.device)
         parallelize_llama(model, mesh, dtype)
     else:
         model, base_read = load_sharded_base(config, base, args.seed, lambda m: parallelize_llama(m, mesh, dtype),
-                                             device.device)  # fmt: skip
+                                             device.device, ATTENTION)  # fmt: skip
         log.info("base %s: this rank read %d of %d elements (%.3f) of %d tensors", base.uri,
                  base_read.elements_read, base_read.elements_total, base_read.fraction, base_read.tensors)  # fmt: skip
     parameters = sum(p.numel() for p in model.parameters())  # a DTensor counts its global elements

@@ -88,10 +88,11 @@ def load_sharded_base(
     seed: int,
     parallelize: Callable[[torch.nn.Module], torch.nn.Module],
     device: torch.device,
+    attention: str = "eager",
 ) -> tuple[torch.nn.Module, BaseRead]:
     """The parallelized model with the base's weights, this rank's shards only."""
     with torch.device("meta"):
-        model = new_model(config, seed)
+        model = new_model(config, seed, attention)
     check_names([n for n, _ in model.named_parameters(remove_duplicate=False)], checkpoint, config)
     parallelize(model)
     model.to_empty(device=device)

@@ -98,12 +98,22 @@ def parallelize_llama(model: torch.nn.Module, mesh: DeviceMesh, param_dtype: tor
 
 
 def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
-    """The global gradient norm, clipped to ``max_norm``: per-parameter norms made whole first, because
-    FSDP-only (1-D mesh) and TP+FSDP (2-D) gradients cannot be stacked into one DTensor norm."""
-    grads = [p.grad for p in params if p.grad is not None]
-    norms = [torch.linalg.vector_norm(g, 2.0, dtype=torch.float32) for g in grads]
-    whole = [n.full_tensor() if isinstance(n, DTensor) else n for n in norms]
-    total = torch.linalg.vector_norm(torch.stack(whole), 2.0)
-    if max_norm > 0:  # per tensor: one foreach call cannot mix the 1-D and 2-D meshes
-        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total, foreach=False)
+    """The global gradient norm, clipped to ``max_norm``, with one reduction per device mesh.
+
+    FSDP-only parameters (the embeddings, norms and LM head on the 1-D ``dp`` mesh) and TP+FSDP ones (2-D) cannot
+    share one DTensor norm, so each mesh's gradients get their own (``get_total_norm``, made whole once), and
+    the squares add up. A norm made whole per parameter cost one collective per tensor every step.
+    """
+    groups: dict[object, list[torch.nn.Parameter]] = {}
+    for p in params:
+        if p.grad is not None:
+            groups.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p)
+    squares = []
+    for group in groups.values():
+        norm = torch.nn.utils.get_total_norm([p.grad for p in group], 2.0)
+        squares.append((norm.full_tensor() if isinstance(norm, DTensor) else norm).float() ** 2)
+    total = torch.stack(squares).sum().sqrt()
+    if max_norm > 0:
+        for group in groups.values():  # per mesh: one foreach call cannot mix the 1-D and 2-D meshes
+            torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)
     return total
