@@ -190,10 +190,11 @@ def test_the_pypi_layer_is_hashed_and_holds_the_shared_pins(versions: dict[str, 
 
 
 def test_the_shared_pins_are_the_cpu_test_environments(versions: dict[str, Any]) -> None:
-    """The native trainer's tests run on requirements.lock's trainer packages: the image must run the same."""
-    lock = read_pins(REPO / "requirements.lock")
-    for name, entry in versions["pypi"].items():
-        assert name in lock and lock[name].version == entry["version"], f"{name}: lock {lock.get(name)}"
+    """The native trainer's tests run in .venv-native (requirements-native.lock): the image must carry the same
+    trainer packages and the same torch."""
+    lock = read_pins(REPO / "requirements-native.lock")
+    for name, entry in {**versions["pypi"], "torch": versions["torch"]["torch"]}.items():
+        assert name in lock and lock[name].version == entry["version"], f"{name}: native lock {lock.get(name)}"
 
 
 def test_the_native_dockerfile_keeps_the_container_contract(instructions: list[tuple[str, str]]) -> None:
