@@ -28,8 +28,12 @@ _FOLDER_MARKERS = ("integration", "e2e")
 #: (``make test-native``), and the main venv's run (torch 2.9 + torch-xla) deselects them.
 _NATIVE_FOLDERS = tuple(
     os.path.join(*parts) + os.sep
-    for parts in (("integration", "native"), ("integration", "titan"), ("unit", "trainer", "native"),
-                  ("unit", "trainer", "titan"))  # fmt: skip
+    for parts in (
+        ("integration", "native"),
+        ("integration", "titan"),
+        ("unit", "trainer", "native"),
+        ("unit", "trainer", "titan"),
+    )  # fmt: skip
 )
 
 
