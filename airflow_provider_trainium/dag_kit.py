@@ -10,6 +10,7 @@
 * ``evaluation_gate_task``, ``promote_latest``: promote a registered model only when its evaluation passed.
 * ``image_branch_task``: builds the training image only for remote compute without an ``image`` param.
 * ``compile_then_train``: the compile step and the training step on the same layout, the cache wired through.
+* ``prepare_llama_data``: the Llama data job (corpus -> tokenizer + blocks) at the plan's URIs.
 * Helpers for task bodies (``trainium_config``, ``run_prefix``, ``stage_uris``, ``read_evaluation``,
   ``resolve_model``), so DAG code never reaches into the provider's internals.
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
     from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+    from airflow_provider_trainium.operators.job import NeuronJobOperator
     from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
     from airflow_provider_trainium.operators.training import NeuronTrainingOperator
     from airflow_provider_trainium.registry import ModelVersion
@@ -116,11 +118,13 @@ def check_run(
     entry_point: str,
     inputs: Iterable[str] = (),
     trainium_conn_id: str = DEFAULT_CONN_ID,
+    only_stack: str | None = None,
 ) -> TrainiumConfig:
     """Fail the task (no retry) for an untrusted ``image``, an input param outside the allowed prefixes, a
     layout the instance type cannot hold (``tensor_parallel_size`` counts when the DAG has it), a ``stack`` the
-    instance family cannot train, or any error of ``airflow trainium preflight`` for the layout (its AWS checks
-    run only for remote compute)."""
+    instance family cannot train (or, with ``only_stack``, any other stack than the one the entry point runs
+    on), or any error of ``airflow trainium preflight`` for the layout (its AWS checks run only for remote
+    compute)."""
     from airflow.providers.common.compat.sdk import AirflowFailException
 
     from airflow_provider_trainium.neuron.releases import resolve_stack
@@ -131,6 +135,10 @@ def check_run(
     check_image_param(params.get("image"), config)
     for name in inputs:
         check_input_param(name, params.get(name), config)
+    if only_stack is not None:
+        problem = only_stack_problem(entry_point, only_stack, params.get("stack"), str(params["instance_type"]))
+        if problem:
+            raise AirflowFailException(problem)
     try:
         stack = resolve_stack(str(params.get("stack") or "auto"), str(params["instance_type"]))
         check_layout(
@@ -144,6 +152,23 @@ def check_run(
         raise AirflowFailException(str(err)) from err
     preflight(config, params)
     return config
+
+
+def only_stack_problem(entry_point: str, only: str, stack: str | None, instance_type: str) -> str | None:
+    """Why a run of ``entry_point``, which runs on stack ``only`` alone, cannot run with ``stack`` on
+    ``instance_type``; names the families to choose instead of the other stack ``stack_problem`` would suggest."""
+    from airflow_provider_trainium.neuron.releases import STACK_AUTO, auto_stack, family, stack_problem, table
+
+    chosen = auto_stack(instance_type) if stack in (None, "", STACK_AUTO) else str(stack)
+    trains = sorted(
+        {f for r in table().releases.values() if r.stack == only and r.offers_training for f in r.training_families}
+    )
+    fix = f"{entry_point} runs on stack {only!r} only: choose an instance type of {', '.join(trains)}"
+    if chosen != only:
+        return f"stack {stack!r} is {chosen!r} on {family(instance_type)} ({instance_type}); {fix}"
+    if stack_problem(only, instance_type):
+        return f"stack {only!r} does not train on {family(instance_type)} ({instance_type}); {fix}"
+    return None
 
 
 def preflight(config: TrainiumConfig, params: Mapping[str, Any]) -> None:
@@ -238,14 +263,22 @@ def check_params_task(
     plan: PlanFunction | None = None,
     task_id: str = PLAN_TASK_ID,
     trainium_conn_id: str = DEFAULT_CONN_ID,
+    only_stack: str | None = None,
 ) -> XComArg:
     """The DAG's first task: ``check_run``, then ``plan(params, config, context)`` when given (its dict is the
-    task's return value, read downstream with ``planned``)."""
+    task's return value, read downstream with ``planned``). ``only_stack``: the one stack the entry point runs
+    on."""
     inputs = tuple(inputs)
 
     @task(task_id=task_id)
     def check_params(params: dict | None = None, **context: Any) -> dict[str, Any] | None:
-        config = check_run(params or {}, entry_point=entry_point, inputs=inputs, trainium_conn_id=trainium_conn_id)
+        config = check_run(
+            params or {},
+            entry_point=entry_point,
+            inputs=inputs,
+            trainium_conn_id=trainium_conn_id,
+            only_stack=only_stack,
+        )
         return plan(params or {}, config, context) if plan else None
 
     check_params.__doc__ = f"Refuse a bad layout, image or input for {entry_point} before anything starts."
@@ -323,6 +356,36 @@ def image_branch_task(*, build_task_id: str, skip_to: str, task_id: str = "image
         return skip_to if params.get("image") or compute == "local" else build_task_id
 
     return image_needed()
+
+
+def prepare_llama_data(image: str, *, task_id: str = "prepare_data", **kwargs: Any) -> NeuronJobOperator:
+    """The Llama data job on one node: the ``input_uri`` corpus (or the run date's synthetic one) into blocks at
+    the plan's ``data_uri``, with a tokenizer trained on it at the plan's ``tokenizer_uri``
+    (params: ``params.corpus_params``). ``kwargs`` go to the operator (``trigger_rule``)."""
+    from airflow_provider_trainium.operators.job import NeuronJobOperator
+
+    return NeuronJobOperator(
+        task_id=task_id,
+        entry_point="trainer.llama.data",
+        job_args=[
+            "--output-uri",
+            planned("data_uri"),
+            "{{ '--input-uri' if params.input_uri else '--synthetic-date' }}",
+            "{{ params.input_uri or (dag_run.run_after | ds) }}",
+            "--synthetic-records",
+            "{{ params.synthetic_records }}",
+            "--tokenizer-uri",
+            planned("tokenizer_uri"),
+            "--train-tokenizer",
+            "--vocab-size",
+            "{{ params.vocab_size }}",
+            "--block-size",
+            "{{ params.block_size }}",
+        ],
+        output_uri=planned("data_uri"),
+        **job_layout(image, single_node=True, instance_type=None),
+        **kwargs,
+    )
 
 
 def compile_then_train(

@@ -26,17 +26,21 @@ def layout_params(
     instance_types: Sequence[str] | None = None,
     computes: Sequence[str] | None = None,
     compute_description: str | None = None,
+    stack: str | None = None,
+    max_nodes: int | None = None,
 ) -> dict[str, Param]:
     """``compute``, ``instance_type``, ``nodes`` and ``stack``; the cross-field rules are checked by
     ``check_layout`` and the stack by the release table, both in the DAG's first task.
 
-    ``instance_types`` and ``computes`` narrow the choices a DAG offers (e.g. multi-node types only).
+    ``instance_types`` and ``computes`` narrow the choices a DAG offers (e.g. multi-node types only);
+    ``stack`` fixes the one stack its trainer runs on (``stack_param(only=...)``); ``max_nodes`` caps ``nodes``.
     """
+    most = max_nodes or max(i.max_nodes for i in CATALOG.values())
     params = {
         "compute": compute_param(),
         "instance_type": Param(instance_type, enum=sorted(CATALOG)),
-        "nodes": Param(nodes, type="integer", minimum=1, maximum=max(i.max_nodes for i in CATALOG.values())),
-        "stack": stack_param(),
+        "nodes": Param(nodes, type="integer", minimum=1, maximum=most),
+        "stack": stack_param(only=stack),
     }
     params.update(budget_params())
     if instance_types is not None:
@@ -46,11 +50,17 @@ def layout_params(
     return params
 
 
-def stack_param() -> Param:
+def stack_param(only: str | None = None) -> Param:
     """``stack``: ``auto`` (the instance family chooses: ``xla`` on Trn1, ``native`` on Trn2/Trn3), ``xla`` or
-    ``native``; the first task refuses a stack the family cannot train (``neuron.releases.stack_problem``)."""
+    ``native``; the first task refuses a stack the family cannot train (``neuron.releases.stack_problem``).
+
+    ``only``: the one stack a DAG's trainer runs on (TorchTitan: ``native``), its default and only choice, so
+    every job carries it explicitly and ``auto`` never resolves to a stack the trainer lacks.
+    """
     from airflow_provider_trainium.neuron.releases import STACK_CHOICES
 
+    if only is not None:
+        return Param(only, enum=[only], description=f"training stack: this DAG's trainer runs on {only} only")
     return Param(
         "auto",
         enum=list(STACK_CHOICES),
@@ -105,6 +115,16 @@ def training_params(
         "log_every": Param(log_every, type="integer", minimum=1),
         "checkpoint_every": Param(checkpoint_every, type="integer", minimum=0, description="0: only at the end"),
         "keep_checkpoints": Param(keep_checkpoints, type="integer", minimum=1, maximum=100),
+    }
+
+
+def corpus_params(*, block_size: int = 64, vocab_size: int = 512, synthetic_records: int = 400) -> dict[str, Param]:
+    """The Llama data job's params (``dag_kit.prepare_llama_data``): the corpus, its tokenizer and block size."""
+    return {
+        "block_size": Param(block_size, type="integer", minimum=8, maximum=32768, description="tokens per sequence"),
+        "vocab_size": Param(vocab_size, type="integer", minimum=64, maximum=256_000),
+        "input_uri": Param(None, type=["null", "string"], description="text/JSONL corpus; none: synthetic"),
+        "synthetic_records": Param(synthetic_records, type="integer", minimum=1, maximum=10_000_000),
     }
 
 

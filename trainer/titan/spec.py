@@ -18,12 +18,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.llama.presets import get_preset
+from trainer.llama.presets import PRESETS, get_preset
 
 #: The name the job config's ``model.name`` selects.
 SPEC_NAME = "trainium_llama3"
 #: TorchTitan's own Llama 3 flavour for smoke runs (dim 256, 6 layers, 16 heads), vocabulary ours.
 DEBUG_FLAVOR = "debugmodel"
+#: What ``--flavor`` offers: TorchTitan's debug model and our presets with their own output weight (a preset
+#: that ties its embeddings has no TorchTitan Llama 3 form, see :func:`preset_args`).
+FLAVORS: tuple[str, ...] = (DEBUG_FLAVOR, *sorted(n for n, p in PRESETS.items() if not p.tie_word_embeddings))
 #: TorchTitan's cross entropy skips these labels (``torchtitan.components.loss.IGNORE_INDEX``).
 IGNORE_INDEX = -100
 _MULTIPLES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)

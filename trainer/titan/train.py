@@ -31,8 +31,7 @@ log = logging.getLogger("trainer")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from trainer.llama.presets import PRESETS
-    from trainer.titan.spec import DEBUG_FLAVOR
+    from trainer.titan.spec import DEBUG_FLAVOR, FLAVORS
 
     env = os.environ.get
     p = argparse.ArgumentParser(prog="trainer.titan.train", description=__doc__.splitlines()[0])
@@ -43,9 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=env(boundary.ENV_CHECKPOINT_URI),
         help="a local folder for TorchTitan's DCP checkpoints (default <output>/titan/checkpoint)",
     )
-    p.add_argument(
-        "--flavor", "--preset", dest="flavor", default=DEBUG_FLAVOR, choices=[DEBUG_FLAVOR, *sorted(PRESETS)]
-    )
+    p.add_argument("--flavor", "--preset", dest="flavor", default=DEBUG_FLAVOR, choices=FLAVORS)
     p.add_argument("--max-steps", type=int, required=True)
     p.add_argument("--batch-size", type=int, default=8, help="sequences per data-parallel rank")
     p.add_argument("--tensor-parallel-size", type=int, default=int(env(boundary.ENV_TENSOR_PARALLEL_SIZE, "1")))

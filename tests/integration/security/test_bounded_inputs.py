@@ -84,6 +84,7 @@ def states(run) -> dict[str, str]:
         ("trainium_llama_finetune", {"input_uri": "file:///etc/passwd"}),
         ("trainium_llama_finetune", {"base_model": "/etc"}),
         ("trainium_llama_pretrain", {"input_uri": "https://example.com/corpus.txt"}),
+        ("trainium_titan_pretrain", {"input_uri": "https://example.com/corpus.txt"}),
     ],
 )
 def test_a_run_conf_input_outside_the_root_is_refused_before_any_job(artifact_root, dag_id, conf):

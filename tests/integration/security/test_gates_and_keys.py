@@ -46,6 +46,7 @@ def xcom(run, task_id: str):
         ("trainium_mnist_mlp", "evaluate", "--min-accuracy", "MIN_ACCURACY"),
         ("trainium_llama_finetune", "evaluate", "--min-improvement", "MIN_IMPROVEMENT"),
         ("trainium_llama_pretrain", "evaluate", "--min-improvement", "MIN_IMPROVEMENT_OVER_UNTRAINED"),
+        ("trainium_titan_pretrain", "evaluate", "--min-improvement", "MIN_IMPROVEMENT_OVER_UNTRAINED"),
     ],
 )
 def test_promotion_thresholds_are_fixed_by_the_dag(dag_id, task_id, flag, module_constant):
