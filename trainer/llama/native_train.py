@@ -14,6 +14,8 @@ import argparse
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from typing import Any
 
@@ -29,12 +31,12 @@ from trainer.common.stream import job_peak_flops
 from trainer.llama.data import load_blocks, read_index
 from trainer.llama.hf_checkpoint import HFCheckpoint
 from trainer.llama.hf_export import save_model, write_tokenizer
-from trainer.llama.model import base_model, build_config
+from trainer.llama.model import build_config
 from trainer.llama.presets import flops_per_token
 from trainer.native import checkpoint as dcp_checkpoint
 from trainer.native.compile_cache import configure_compile_cache, inductor_cache_counts
 from trainer.native.device import CPU, NativeDevice, init_device
-from trainer.native.hf_load import load_sharded_base
+from trainer.native.hf_load import load_sharded_base, seeded_init_on_node
 from trainer.native.parallel import (
     Layout,
     check_layout,
@@ -61,6 +63,13 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> to
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "norm" in n]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), foreach=False)
+
+
+def init_folder() -> str:
+    """Where the node writes its seeded initialization: one folder per launch (torchrun's run id), on the node's
+    own disk, the same for every rank of the node."""
+    launch = os.environ.get("TORCHELASTIC_RUN_ID") or f"pid{os.getppid()}"
+    return os.path.join(tempfile.gettempdir(), f"trainium-llama-init-{launch}")
 
 
 def mean_over_data_ranks(value: torch.Tensor, layout: Layout) -> float:
@@ -112,15 +121,20 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     train_blocks, eval_blocks = load_blocks(args.data_uri, "train"), load_blocks(args.data_uri, "eval")
     seq_len = int(index["block_size"])
     dtype = param_dtype(args.precision, device)
-    base_read = None
     if base is None:
-        model = base_model(config, args.seed, None, ATTENTION).to(device.device)
-        parallelize_llama(model, mesh, dtype)
-    else:
-        model, base_read = load_sharded_base(config, base, args.seed, lambda m: parallelize_llama(m, mesh, dtype),
-                                             device.device, ATTENTION)  # fmt: skip
-        log.info("base %s: this rank read %d of %d elements (%.3f) of %d tensors", base.uri,
-                 base_read.elements_read, base_read.elements_total, base_read.fraction, base_read.tensors)  # fmt: skip
+        # a pretraining run shards its seeded initialization the way a fine-tune shards its base: written once
+        # per node, then each rank reads only its shards
+        folder = init_folder()
+        source = seeded_init_on_node(config, args.seed, folder)
+    model, base_read = load_sharded_base(config, base or source, args.seed,
+                                         lambda m: parallelize_llama(m, mesh, dtype), device.device,
+                                         ATTENTION)  # fmt: skip
+    if base is None:
+        dist.barrier()  # every rank of the node has read it
+        if os.environ.get("LOCAL_RANK", "0") == "0":
+            shutil.rmtree(folder, ignore_errors=True)
+    log.info("%s: this rank read %d of %d elements (%.3f) of %d tensors", base.uri if base else "initialization",
+             base_read.elements_read, base_read.elements_total, base_read.fraction, base_read.tensors)  # fmt: skip
     parameters = sum(p.numel() for p in model.parameters())  # a DTensor counts its global elements
     model = device.compile(model, args.compile)
     optimizer = make_optimizer(model, args.lr, args.weight_decay)
@@ -205,7 +219,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "compile_cache": inductor_cache_counts() if args.compile and device.type == CPU else None,
         "compile_only": args.compile_only,
         "base_model_uri": args.base_model_uri,
-        "base_read_fraction": round(base_read.fraction, 6) if base_read else None,
+        # rank 0's share of the base (fine-tune) or of the seeded initialization (pretraining) it read
+        "base_read_fraction": round(base_read.fraction, 6),
         "data_uri": args.data_uri,
     }
     if base is not None and layout.is_main and not args.compile_only:

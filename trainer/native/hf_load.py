@@ -25,7 +25,7 @@ from torch.futures import Future
 
 from trainer.common.errors import BadInputError
 from trainer.llama.hf_checkpoint import HFCheckpoint
-from trainer.llama.model import check_names, new_model
+from trainer.llama.model import base_model, check_names, new_model
 
 
 @dataclass(frozen=True)
@@ -104,3 +104,24 @@ def load_sharded_base(
         dcp.load(state, storage_reader=reader)
     set_model_state_dict(model, state, options=StateDictOptions(strict=False))
     return model, BaseRead(reader.elements_read, total, len(state))
+
+
+def seeded_init_on_node(config: Any, seed: int, folder: str) -> HFCheckpoint:
+    """The seeded initialization as a Hugging Face directory in ``folder`` on this node's disk, written by the
+    node's first rank alone, for :func:`load_sharded_base` to shard.
+
+    Every rank building the whole model on the host first held one full fp32 copy per rank (64 on a trn2:
+    more than its host memory for an 8B model); now the node holds one, briefly, and the values are the same
+    seeded ones, so runs are unchanged. Collective: every rank calls it.
+    """
+    import torch.distributed as dist
+
+    from trainer.llama.hf_export import save_model
+
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        model = base_model(config, seed, None)
+        save_model({k: v.detach() for k, v in model.state_dict().items()}, config, folder)
+        del model
+    if dist.is_initialized():
+        dist.barrier()
+    return HFCheckpoint(folder)

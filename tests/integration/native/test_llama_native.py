@@ -61,6 +61,8 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, data_uri):
     uninterrupted, resumed = metrics(full), metrics(split)
     assert uninterrupted["stack"] == "native" and uninterrupted["process_group_backend"] == "gloo"
     assert uninterrupted["data_parallel_size"] == 2 and uninterrupted["steps"] == STEPS
+    # the seeded initialization is written once per node and sharded: rank 0 read half of it, not a full copy
+    assert uninterrupted["base_read_fraction"] == pytest.approx(0.5, abs=0.01)
     assert resumed["resumed_from_step"] == 4 and resumed["steps"] == STEPS
     # Same shards, same optimizer state, same batches, same reduction order on 2 gloo ranks: the same floats.
     losses = [r["loss"] for r in uninterrupted["history"]]
