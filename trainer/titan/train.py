@@ -65,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-shard-bytes", type=int, default=None)
     args = p.parse_args(argv)
     if not args.output_uri:
-        p.error("--output-uri (or TRAINIUM_OUTPUT_URI) is required")
+        p.error(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     return args
 
 
