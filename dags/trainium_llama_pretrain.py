@@ -24,6 +24,7 @@ from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from airflow_provider_trainium.operators.registry import RegisterModelOperator
 from airflow_provider_trainium.params import (
+    corpus_params,
     image_param,
     layout_params,
     runtime_param,
@@ -85,10 +86,7 @@ with DAG(
         "tensor_parallel_size": tensor_parallel_param(),
         "preset": Param("tiny", enum=PRESETS),
         **training_params(max_steps=60, batch_size=8, learning_rate=3e-3, checkpoint_every=20),
-        "block_size": Param(64, type="integer", minimum=8, maximum=32768, description="tokens per sequence"),
-        "vocab_size": Param(512, type="integer", minimum=64, maximum=256_000),
-        "input_uri": Param(None, type=["null", "string"], description="text/JSONL corpus; none: synthetic"),
-        "synthetic_records": Param(400, type="integer", minimum=1, maximum=10_000_000),
+        **corpus_params(),
         "runtime": runtime_param(),
         "image": image_param(),
     },
@@ -101,28 +99,7 @@ with DAG(
         instance_type="{{ params.instance_type }}",
     )
 
-    prepare_data = NeuronJobOperator(
-        task_id="prepare_data",
-        trigger_rule="none_failed_min_one_success",
-        entry_point="trainer.llama.data",
-        job_args=[
-            "--output-uri",
-            planned("data_uri"),
-            "{{ '--input-uri' if params.input_uri else '--synthetic-date' }}",
-            "{{ params.input_uri or (dag_run.run_after | ds) }}",
-            "--synthetic-records",
-            "{{ params.synthetic_records }}",
-            "--tokenizer-uri",
-            planned("tokenizer_uri"),
-            "--train-tokenizer",
-            "--vocab-size",
-            "{{ params.vocab_size }}",
-            "--block-size",
-            "{{ params.block_size }}",
-        ],
-        output_uri=planned("data_uri"),
-        **kit.job_layout(IMAGE, single_node=True, instance_type=None),
-    )
+    prepare_data = kit.prepare_llama_data(IMAGE, trigger_rule="none_failed_min_one_success")
 
     compile_graphs, pretrain = kit.compile_then_train(
         entry_point="trainer.llama.train",
