@@ -42,6 +42,26 @@ ENV_ALLOWED_INPUT_PREFIXES = "TRAINIUM_ALLOWED_INPUT_PREFIXES"
 #: Local folder where a base model's ``s3://`` weights are copied once per node.
 ENV_WEIGHTS_CACHE = "TRAINIUM_WEIGHTS_CACHE"
 
+#: The job's code bundle (``code_dir`` or a ``@task.trainium`` function, uploaded under the artifact root): the
+#: launcher copies it into the node's code folder, which it puts first on ``PYTHONPATH``.
+ENV_CODE_URI = "TRAINIUM_CODE_URI"
+#: The node's local job folder (default ``/tmp/trainium-job``): the launcher makes the output, checkpoint and
+#: code folders below it. Point it at a large volume for big checkpoints.
+ENV_JOB_DIR = "TRAINIUM_JOB_DIR"
+#: Set by the launcher for every process of a user's job: the local folders it uploads to ``TRAINIUM_OUTPUT_URI``
+#: and ``TRAINIUM_CHECKPOINT_URI`` (outputs when the job ends; checkpoints also on an interval, restored first).
+ENV_OUTPUT_DIR = "TRAINIUM_OUTPUT_DIR"
+ENV_CHECKPOINT_DIR = "TRAINIUM_CHECKPOINT_DIR"
+ENV_CODE_DIR = "TRAINIUM_CODE_DIR"
+#: Seconds between the launcher's checkpoint uploads while a user's job runs (default 300; 0: only at the end).
+ENV_CHECKPOINT_SYNC_S = "TRAINIUM_CHECKPOINT_SYNC_S"
+DEFAULT_JOB_DIR = "/tmp/trainium-job"
+DEFAULT_CHECKPOINT_SYNC_S = 300
+#: Written last into a complete code bundle (``airflow_provider_trainium.code_bundle``).
+CODE_BUNDLE_MARKER = ".bundle-complete"
+#: A ``@task.trainium`` function's return value, written by rank 0 into its output folder as JSON.
+FUNCTION_RESULT_FILE = "function_result.json"
+
 #: The job's name and its spec's content hash (a rerun of the same hash with a complete output does nothing).
 ENV_JOB_NAME = "TRAINIUM_JOB_NAME"
 ENV_JOB_HASH = "TRAINIUM_JOB_HASH"
@@ -121,7 +141,9 @@ EVALUATION_FILE = "evaluation.json"
 DATA_INDEX_FILE = "index.json"
 #: The all-reduce smoke test's result.
 ALLREDUCE_FILE = "allreduce.json"
-FILES: frozenset[str] = frozenset({METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE})
+FILES: frozenset[str] = frozenset(
+    {METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE, FUNCTION_RESULT_FILE}
+)
 
 # --- The live metrics stream: <output_uri>/stream/<source>/<seq:06d>.jsonl ---------------------------------
 

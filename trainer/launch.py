@@ -5,6 +5,12 @@ command and execs it. ``--nproc-per-node`` always comes from the job (the provid
 NeuronCores): a missing value would silently train on one core per node.
 
     python -m trainer.launch --nodes=4 --nproc-per-node=32 --module=trainer.allreduce -- --size-mb 64
+    python -m trainer.launch --nodes=1 --nproc-per-node=2 --command --user-code -- python train.py --epochs 3
+
+``--command`` runs the words after ``--`` instead of a module (each torchrun process runs them: torchrun's
+``--no-python``; a leading ``python`` is this interpreter, the image's). ``--user-code`` gives the job local
+output, checkpoint and code folders that are restored and uploaded around it (``trainer.job_dirs``): the
+launcher then stays the job's parent instead of exec-ing torchrun.
 
 The rendezvous is one neutral contract: ``TRAINIUM_NUM_NODES``, ``TRAINIUM_NODE_RANK``, ``TRAINIUM_MAIN_ADDR``
 and optionally ``TRAINIUM_MAIN_PORT`` (default 41000). A backend either sets them (local compute) or its
@@ -137,10 +143,18 @@ def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.exe
     if args.nodes < 1:
         raise LaunchError(f"--nodes must be >= 1, got {args.nodes}")
     wrap = list(args.wrap or [])
+    if args.command:
+        if not rest:
+            raise LaunchError("--command needs the command after --")
+        if rest[0] == "python":  # the image's python: this interpreter
+            rest = [python, *rest[1:]]
+    elif not args.module:
+        raise LaunchError("--module (or --command) is required")
+    target = ["--no-python", *rest] if args.command else ["--module", args.module, *rest]
     if args.single_process:
         if args.nodes != 1:
             raise LaunchError(f"--single-process runs on one node, got --nodes={args.nodes}")
-        return [*wrap, python, "-m", args.module, *rest]
+        return [*wrap, *rest] if args.command else [*wrap, python, "-m", args.module, *rest]
     if args.nproc_per_node is None:
         raise LaunchError("--nproc-per-node is required for a torchrun job (or pass --single-process)")
     if args.nproc_per_node < 1:
@@ -165,9 +179,7 @@ def build_command(argv: list[str], env: Mapping[str, str], python: str = sys.exe
         f"--nproc_per_node={args.nproc_per_node}",
         f"--master_addr={master_addr}",
         f"--master_port={port}",
-        "--module",
-        args.module,
-        *rest,
+        *target,
     ]
 
 
@@ -191,7 +203,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--single-process", action="store_true", help="run the module once, without torchrun")
     parser.add_argument("--wrap", action="append", help="a command word put in front (neuron_parallel_compile)")
     parser.add_argument("--master-port", type=int, default=None, help=f"default: {MAIN_PORT} or {DEFAULT_MASTER_PORT}")
-    parser.add_argument("--module", required=True, help="the trainer module each rank runs")
+    parser.add_argument("--module", default=None, help="the trainer module each rank runs")
+    parser.add_argument("--command", action="store_true", help="run the words after -- instead of a module")
+    parser.add_argument("--user-code", action="store_true", help="local output/checkpoint/code folders, synced")
+    parser.add_argument("--all-nodes-outputs", action="store_true", help="keep every node's folders, not node 0's")
     parser.add_argument("--dry-run", action="store_true", help="print the command as JSON instead of running it")
     if "--" in argv:
         at = argv.index("--")
@@ -211,9 +226,30 @@ def main(argv: list[str] | None = None) -> None:
     if parse_args(argv)[0].dry_run or os.environ.get(boundary.ENV_LAUNCH_DRY_RUN) == "1":
         print(json.dumps(command))
         return
+    args = parse_args(argv)[0]
+    if args.user_code:
+        sys.exit(run_user_code(argv, args, command))
     print("trainer.launch: " + " ".join(command), flush=True)
     start_monitor(argv, os.environ)
     os.execvp(command[0], command)
+
+
+def run_user_code(argv: list[str], args: argparse.Namespace, command: list[str]) -> int:
+    """A user's job: its folders prepared, the command run in its output folder, the folders uploaded after."""
+    from trainer import job_dirs
+
+    node = 0 if args.nodes == 1 else rendezvous(args.nodes, os.environ)[0]
+    dirs = job_dirs.job_dirs(os.environ, node, args.all_nodes_outputs)
+    try:
+        job_dirs.prepare(dirs)
+    except Exception as err:  # noqa: BLE001 - a missing bundle or an unreadable checkpoint: say which
+        print(f"trainer.launch: could not prepare the job's folders under {dirs.root}: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    env = {**os.environ, **dirs.environment(os.environ)}
+    command = [job_dirs.in_code_folder(word, dirs) for word in command]
+    print("trainer.launch: " + " ".join(command) + f" (in {dirs.output})", flush=True)
+    start_monitor(argv, env)
+    return job_dirs.run(command, env, dirs)
 
 
 def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.executable) -> list[str] | None:

@@ -38,6 +38,12 @@ def launcher_arguments(spec: JobSpec) -> list[str]:
     else:
         args.append("--single-process")
     args += [f"--wrap={word}" for word in spec.wrapper]
+    if spec.runs_user_code:
+        args.append("--user-code")
+        if spec.all_nodes_outputs:
+            args.append("--all-nodes-outputs")
+    if spec.command:
+        return [*args, "--command", "--", *spec.command, *spec.args]
     return [*args, f"--module={spec.entry_point}", "--", *spec.args]
 
 

@@ -59,6 +59,8 @@ def run_environment(spec: JobSpec) -> dict[str, str]:
         env[boundary.ENV_CHECKPOINT_URI] = spec.checkpoint_uri
     if spec.output_uri:
         env[boundary.ENV_OUTPUT_URI] = spec.output_uri
+    if spec.code_uri:
+        env[boundary.ENV_CODE_URI] = spec.code_uri
     env.update(spec.env)
     return env
 

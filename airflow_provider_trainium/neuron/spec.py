@@ -35,39 +35,48 @@ _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
-#: What a job's own env may set: Neuron runtime/compiler, XLA and PJRT, libfabric/EFA, the trainer's settings,
-#: plus the AWS connection's credentials and endpoint that local compute hands a trainer reading ``s3://``.
-ENV_PREFIXES: tuple[str, ...] = ("NEURON_", "XLA_", "PJRT_", "FI_", "CCOM_", boundary.ENV_PREFIX)
-ENV_NAMES: frozenset[str] = frozenset(
+#: What a job's env may not set, because the contract or the platform sets it: what runs and where it looks for
+#: code (``PATH``, ``PYTHONPATH``, the dynamic loader), torchrun's per-rank variables, and what AWS Batch and ECS
+#: set in the container. ``USER_ENV_DENIED_PREFIXES`` adds ``AWS_`` for a task's own ``env``: credentials come
+#: from the job's role (or ``secrets``), never from a value in a DAG; local compute's provider-set AWS
+#: variables are not a task's.
+ENV_DENIED_NAMES: frozenset[str] = frozenset(
     {
-        "MALLOC_ARENA_MAX", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM",
-        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
-        "AWS_ENDPOINT_URL",
+        "PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONNOUSERSITE",
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",
+        "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+        "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NEURON_RT_VISIBLE_CORES",
     }
 )  # fmt: skip
+ENV_DENIED_PREFIXES: tuple[str, ...] = ("AWS_BATCH_", "AWS_CONTAINER_", "ECS_", "TORCHELASTIC_")
+USER_ENV_DENIED_PREFIXES: tuple[str, ...] = ("AWS_", *ENV_DENIED_PREFIXES)
 #: Set by the backends, the container plan and the launcher for every node; a job's env must never override them.
 ENV_RESERVED: frozenset[str] = frozenset(
     {
         *boundary.RENDEZVOUS_ENV, boundary.ENV_LEGACY_MAIN_ADDR, boundary.ENV_LEGACY_MAIN_PORT,
         boundary.ENV_RANK_LOG_DIR, boundary.ENV_LAUNCH_DRY_RUN, boundary.ENV_JOB_NAME, boundary.ENV_JOB_HASH,
-        boundary.ENV_INSTANCE_TYPE, boundary.ENV_PEAK_FLOPS, boundary.ENV_STACK,
+        boundary.ENV_INSTANCE_TYPE, boundary.ENV_PEAK_FLOPS, boundary.ENV_STACK, boundary.ENV_RENDEZVOUS_FROM,
+        boundary.ENV_CODE_URI, boundary.ENV_JOB_DIR, boundary.ENV_OUTPUT_DIR, boundary.ENV_CHECKPOINT_DIR,
+        boundary.ENV_CODE_DIR, boundary.ENV_OUTPUT_URI, boundary.ENV_CHECKPOINT_URI,
     }
 )  # fmt: skip
 
 
-def env_name_problem(name: str) -> str | None:
-    """Why a job may not set ``name`` (None when it may). Names outside the allowlist could change what runs
-    (``LD_PRELOAD``, ``PYTHONPATH``, ``PATH``) or where the rendezvous goes (``AWS_BATCH_JOB_*``)."""
+def env_name_problem(name: str, *, user: bool = False) -> str | None:
+    """Why a job may not set ``name`` (None when it may). ``user``: the name comes from a task's own ``env`` (or
+    ``secrets``), which may not set ``AWS_*`` either."""
     if not _ENV_NAME_RE.match(name):
         return f"env name {name!r} is not a valid environment variable name"
     if name in ENV_RESERVED:
         return f"env name {name!r} is set by the backend for every node; a job may not set it"
-    if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
-        return None
-    return (
-        f"env name {name!r} is not allowed: a job's env may only set names starting with "
-        f"{', '.join(p + '*' for p in ENV_PREFIXES)} or one of {', '.join(sorted(ENV_NAMES))}"
-    )
+    denied_prefixes = USER_ENV_DENIED_PREFIXES if user else ENV_DENIED_PREFIXES
+    if name in ENV_DENIED_NAMES or name.startswith(denied_prefixes):
+        return (
+            f"env name {name!r} is not allowed: a job may set any variable but "
+            f"{', '.join(sorted(ENV_DENIED_NAMES))} and names starting with "
+            f"{', '.join(p + '*' for p in denied_prefixes)} (docs/byo.md, 'Environment and secrets')"
+        )
+    return None
 
 
 class JobSpecError(ValueError):
@@ -90,7 +99,7 @@ class JobSpec:
     """
 
     name: str
-    entry_point: str
+    entry_point: str = ""
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     instance_type: str = "trn1.2xlarge"
@@ -106,6 +115,22 @@ class JobSpec:
     #: Command words put in front of each node's command, e.g. ``("neuron_parallel_compile",)``.
     wrapper: tuple[str, ...] = ()
     stack: str = boundary.STACK_XLA
+    #: A command to run instead of ``entry_point`` (``("python", "train.py")``, ``("bash", "run.sh")``), then
+    #: ``args``; under torchrun each process runs it (torchrun ``--no-python``).
+    command: tuple[str, ...] = ()
+    #: The job's code bundle (``neuron.code_bundle``): copied into each node's code folder, first on PYTHONPATH.
+    code_uri: str | None = None
+    #: name -> reference (a Secrets Manager ARN, an SSM parameter ARN or ``ssm:<name>``): the value reaches the
+    #: process only, never the spec, a definition's environment, a log or XCom (``neuron.secrets``).
+    secrets: dict[str, str] = field(default_factory=dict)
+    #: Keep every node's output and checkpoint folder (under ``node-<i>/``); default: node 0's only.
+    all_nodes_outputs: bool = False
+
+    @property
+    def runs_user_code(self) -> bool:
+        """A user's command or module: the launcher gives it local output and checkpoint folders that it uploads
+        (the project's own ``trainer.*`` modules write to their URIs themselves)."""
+        return bool(self.command) or not self.entry_point.startswith("trainer.")
 
     @property
     def instance(self) -> InstanceType:
@@ -130,8 +155,13 @@ class JobSpec:
         data = asdict(self)
         data["args"] = list(self.args)
         data["wrapper"] = list(self.wrapper)
+        data["command"] = list(self.command)
         if data["stack"] == boundary.STACK_XLA:
             del data["stack"]
+        # fields that came later only when set, so an older spec keeps its content hash
+        for later, default in (("command", []), ("code_uri", None), ("secrets", {}), ("all_nodes_outputs", False)):
+            if data[later] == default:
+                del data[later]
         return data
 
     @classmethod
@@ -140,6 +170,8 @@ class JobSpec:
         values["args"] = tuple(values.get("args") or ())  # type: ignore[arg-type]
         values["env"] = dict(values.get("env") or {})  # type: ignore[arg-type]
         values["wrapper"] = tuple(values.get("wrapper") or ())  # type: ignore[arg-type]
+        values["command"] = tuple(values.get("command") or ())  # type: ignore[arg-type]
+        values["secrets"] = dict(values.get("secrets") or {})  # type: ignore[arg-type]
         return cls(**values)  # type: ignore[arg-type]
 
     def content_hash(self, length: int = 12) -> str:
@@ -154,8 +186,20 @@ class JobSpec:
             found.append(
                 f"name {self.name!r} must be 1-100 letters, digits, '-' or '_', starting with a letter or digit"
             )
-        if not _MODULE_RE.match(self.entry_point or ""):
+        if self.command:
+            if self.entry_point:
+                found.append("give either entry_point (a module) or command, not both")
+            if not all(isinstance(w, str) and w for w in self.command):
+                found.append("command must be a list of non-empty strings")
+        elif not _MODULE_RE.match(self.entry_point or ""):
             found.append(f"entry_point {self.entry_point!r} must be a dotted Python module name")
+        from airflow_provider_trainium.neuron.secrets import secret_problems
+
+        found += secret_problems(self.secrets, set(self.env))
+        for name in self.secrets:
+            problem = env_name_problem(str(name), user=True)
+            if problem:
+                found.append(f"secret {problem}")
         if not all(isinstance(a, str) for a in self.args):
             found.append("args must all be strings")
         for key, value in self.env.items():
@@ -215,7 +259,7 @@ class JobSpec:
             found.append(f"workload {self.workload!r} is not one of: {', '.join(WORKLOADS)}")
         if not isinstance(self.timeout_seconds, int) or not (60 <= self.timeout_seconds <= MAX_TIMEOUT_SECONDS):
             found.append(f"timeout_seconds must be between 60 and {MAX_TIMEOUT_SECONDS}, got {self.timeout_seconds!r}")
-        for name in ("checkpoint_uri", "output_uri"):
+        for name in ("checkpoint_uri", "output_uri", "code_uri"):
             uri = getattr(self, name)
             if uri is not None and uri.split("://", 1)[0] not in URI_SCHEMES:
                 found.append(f"{name} {uri!r} must start with one of: {', '.join(s + '://' for s in URI_SCHEMES)}")

@@ -74,7 +74,19 @@ PreSubmitCheck = Callable[[Context, PreparedJob, ComputeBackend], None]
 
 
 class NeuronJobOperator(ResumableJobMixin, BaseOperator):
-    """Run ``python -m <entry_point> <args>`` (under torchrun when ``distributed``) on Trainium compute.
+    """Run ``python -m <entry_point> <args>``, a ``command`` or a ``script`` (under torchrun when ``distributed``)
+    on Trainium compute.
+
+    :param entry_point: a Python module in the image (or in ``code_dir``), run with ``python -m``.
+    :param command: instead of a module, the command every process runs (``["python", "train.py"]``,
+        ``["bash", "run.sh"]``), then ``job_args``. Not templated: what runs is the DAG's, never a run's.
+    :param script: shorthand for ``command=["python", script]``; a relative path is looked up in ``code_dir``.
+    :param code_dir: a folder on the worker shipped with the job (``code_bundle``): each node gets it as its
+        code folder, first on ``PYTHONPATH``. Bigger code belongs in an image (``NeuronImageBuildOperator``).
+    :param secrets: environment name -> reference (a Secrets Manager ARN, an SSM parameter ARN or
+        ``ssm:<name>``); only the process sees the value (``neuron.secrets``).
+    :param all_nodes_outputs: a user's job keeps node 0's output and checkpoint folders; True keeps every
+        node's, under ``node-<i>/`` (``trainer.job_dirs``).
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
         or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).
@@ -116,8 +128,13 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def __init__(
         self,
         *,
-        entry_point: str,
+        entry_point: str | None = None,
         job_args: Sequence[str] = (),
+        command: Sequence[str] | None = None,
+        script: str | None = None,
+        code_dir: str | None = None,
+        secrets: dict[str, str] | None = None,
+        all_nodes_outputs: bool = False,
         env: dict[str, str] | None = None,
         instance_type: str = "trn1.2xlarge",
         nodes: int | str = 1,
@@ -139,7 +156,13 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.entry_point = entry_point
+        if sum(x is not None for x in (entry_point, command, script)) != 1:
+            raise ValueError(f"{type(self).__name__} needs exactly one of entry_point, command and script")
+        self.entry_point = entry_point or ""
+        self.command = [str(word) for word in command or ()] if script is None else ["python", str(script)]
+        self.code_dir = code_dir
+        self.secrets = dict(secrets or {})
+        self.all_nodes_outputs = all_nodes_outputs
         self.job_args = list(job_args)
         self.env = dict(env or {})
         self.instance_type = instance_type
@@ -202,8 +225,34 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def wrapper(self, backend: ComputeBackend) -> tuple[str, ...]:
         return ()
 
+    def user_env_problems(self) -> list[str]:
+        """The task's own ``env`` by the rule for a task's names (no ``AWS_*``: credentials come by role or secret)."""
+        from airflow_provider_trainium.neuron.spec import env_name_problem
+
+        return [p for p in (env_name_problem(str(name), user=True) for name in self.env) if p]
+
+    def code_uri(self, context: Context, config: TrainiumConfig) -> str | None:
+        """The job's code bundle: ``code_dir`` uploaded by content hash (nothing to ship: None)."""
+        if not self.code_dir:
+            return None
+        from airflow_provider_trainium.code_bundle import upload_bundle
+
+        return upload_bundle(self.code_dir, config.artifact_root, config.aws_conn_id)
+
+    def default_checkpoint_uri(self, context: Context, config: TrainiumConfig) -> str:
+        """A user's job keeps checkpoints per task instance, so every retry and rerun of it resumes them."""
+        ti = context["ti"]
+        parts = [config.artifact_root.rstrip("/"), "checkpoints", ti.dag_id, naming.run_key(ti.run_id), ti.task_id]
+        if ti.map_index is not None and ti.map_index >= 0:
+            parts.append(str(ti.map_index))
+        return "/".join(parts)
+
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
         from airflow_provider_trainium.neuron.releases import resolve_stack
+
+        problems = self.user_env_problems()
+        if problems:
+            raise JobSpecError(problems)
 
         # the release table's rule, before all else; an image-running backend's image carries its own stack
         image = (self.image or config.image) if backend.runs_image else None
@@ -229,7 +278,15 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             output_uri=self.output_uri or prefix,
             wrapper=self.wrapper(backend),
             stack=stack,
+            command=tuple(self.command),
+            secrets=dict(self.secrets),
+            all_nodes_outputs=bool(self.all_nodes_outputs),
         )
+        if spec.runs_user_code:
+            spec = spec.with_changes(
+                checkpoint_uri=spec.checkpoint_uri or self.default_checkpoint_uri(context, config),
+                code_uri=self.code_uri(context, config),
+            )
         from airflow_provider_trainium.compute.cost import with_cost_environment
         from airflow_provider_trainium.neuron.pricing import prices_for
 

@@ -308,6 +308,8 @@ class LocalBackend(ComputeBackend):
             boundary.ENV_JOB_HASH: plan.spec.content_hash(),
             **rendezvous_environment(plan.spec.nodes, index, LOOPBACK, port),
             boundary.ENV_RANK_LOG_DIR: str(rank_logs),
+            # a user's job's working, output, checkpoint and code folders, as /tmp/trainium-job in a container
+            boundary.ENV_JOB_DIR: str(rank_logs.with_name(f"{rank_logs.name}-job")),
         }
 
     def node_argv(self, plan: ContainerPlan) -> list[str]:

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
+from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError, env_name_problem
 
 
 def spec(**changes):
@@ -114,15 +114,18 @@ def test_the_stack_is_checked_against_the_release_table(changes, message):
 @pytest.mark.parametrize(
     ("name", "rule"),
     [
-        ("LD_PRELOAD", "env name 'LD_PRELOAD' is not allowed: a job's env may only set names starting with NEURON_*"),
+        ("LD_PRELOAD", "env name 'LD_PRELOAD' is not allowed: a job may set any variable but "),
         ("PYTHONPATH", "env name 'PYTHONPATH' is not allowed"),
         ("PATH", "env name 'PATH' is not allowed"),
         ("AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS", "is not allowed"),
         ("TRAINIUM_MASTER_ADDR", "env name 'TRAINIUM_MASTER_ADDR' is set by the backend for every node"),
         ("TRAINIUM_LAUNCH_DRY_RUN", "is set by the backend for every node"),
+        ("TRAINIUM_OUTPUT_DIR", "is set by the backend for every node"),
+        ("RANK", "env name 'RANK' is not allowed"),
+        ("TORCHELASTIC_RUN_ID", "is not allowed"),
     ],
 )
-def test_env_names_outside_the_allowlist_are_refused_naming_the_rule(name, rule):
+def test_env_names_on_the_denylist_are_refused_naming_the_rule(name, rule):
     with pytest.raises(JobSpecError) as err:
         spec(env={name: "x"}).validate()
     assert rule in str(err.value)
@@ -131,7 +134,14 @@ def test_env_names_outside_the_allowlist_are_refused_naming_the_rule(name, rule)
 @pytest.mark.parametrize(
     "name",
     ["NEURON_CC_FLAGS", "XLA_FLAGS", "PJRT_DEVICE", "FI_EFA_FORK_SAFE", "TRAINIUM_RUNTIME", "MALLOC_ARENA_MAX",
-     "AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL"],
+     "AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL", "HF_TOKEN", "WANDB_API_KEY", "HF_HOME", "USE_TORCH_XLA", "MY_SETTING"],
 )  # fmt: skip
-def test_allowlisted_env_names_pass(name):
+def test_any_other_env_name_passes(name):
     spec(env={name: "x"}).validate()
+
+
+@pytest.mark.parametrize("name", ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"])
+def test_a_tasks_own_env_may_not_set_aws_variables(name):
+    """The provider sets local compute's AWS variables; a task's env would put credentials in a DAG."""
+    assert env_name_problem(name) is None
+    assert "AWS_*" in (env_name_problem(name, user=True) or "")
