@@ -44,6 +44,9 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "task-decorators": [
+            {"name": "trainium", "class-name": "airflow_provider_trainium.decorators.trainium.trainium_task"}
+        ],
         "sensors": [
             {
                 "integration-name": "AWS Trainium",

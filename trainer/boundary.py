@@ -59,7 +59,13 @@ DEFAULT_JOB_DIR = "/tmp/trainium-job"
 DEFAULT_CHECKPOINT_SYNC_S = 300
 #: Written last into a complete code bundle (``airflow_provider_trainium.code_bundle``).
 CODE_BUNDLE_MARKER = ".bundle-complete"
-#: A ``@task.trainium`` function's return value, written by rank 0 into its output folder as JSON.
+#: The code bundle's folder holding a ``@task.trainium`` function (``FUNCTION_SOURCE_FILE``) and its call
+#: (``FUNCTION_CALL_FILE``: the function's name and JSON arguments).
+FUNCTION_BUNDLE_DIR = "_trainium_function"
+FUNCTION_SOURCE_FILE = "function.py"
+FUNCTION_CALL_FILE = "call.json"
+#: A ``@task.trainium`` function's return value, written by rank 0 into its output folder as JSON
+#: (``{"result": ...}``).
 FUNCTION_RESULT_FILE = "function_result.json"
 
 #: The job's name and its spec's content hash (a rerun of the same hash with a complete output does nothing).

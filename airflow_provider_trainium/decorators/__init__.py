@@ -1,0 +1,1 @@
+"""TaskFlow decorators: ``@task.trainium`` (registered through the provider's ``task-decorators``)."""
