@@ -4,6 +4,13 @@ What belongs in the definition is what stays the same from run to run of a task 
 preset environment, logs, timeout, retry policy), so every run of a DAG reuses one definition. What changes
 per run (the plan's command and run environment) goes into the submit request's overrides, which are checked
 against the definition before anything is submitted.
+
+The job's secrets go in the container properties as ``secrets`` (name, ``valueFrom``), the single node's and
+every node range's: the submit request's overrides have no ``secrets`` field (Batch API reference,
+ContainerOverrides), and the agent reads them with the execution role when the container starts. The
+``valueFrom`` rule is the Batch API reference's (Secret), the same as ECS's: the full ARN of a Secrets Manager
+secret or of an SSM parameter, or a parameter's name in the job's Region (``neuron.secrets.value_from``).
+A different set of secrets is a different body, so a definition of its own (``definition_name``).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 
 from airflow_provider_trainium.neuron.container import ContainerShape
 from airflow_provider_trainium.neuron.plan import ContainerPlan
+from airflow_provider_trainium.neuron.secrets import container_secrets
 
 #: Batch retries a job itself only when its host went away (spot reclaim, EC2 failure); Airflow retries the rest.
 HOST_RETRY_ATTEMPTS = 3
@@ -100,6 +108,8 @@ def container_properties(plan: ContainerPlan, settings: BatchSettings) -> dict[s
     }
     if spec.nodes > 1:
         props["instanceType"] = shape.instance_type
+    if spec.secrets:
+        props["secrets"] = container_secrets(spec.secrets)
     logs = log_configuration(settings)
     if logs:
         props["logConfiguration"] = logs
@@ -120,6 +130,12 @@ def definition_body(plan: ContainerPlan, settings: BatchSettings) -> dict[str, A
         problems.append(
             f"{spec.instance_type} has no EFA and cannot run a {spec.nodes}-node job; use trn1.32xlarge, "
             "trn1n.32xlarge or trn2.48xlarge"
+        )
+    if spec.secrets and not settings.execution_role_arn:
+        # the Batch user guide ("Specify sensitive data with Secrets Manager", IAM permissions) requires one
+        problems.append(
+            f"the job has secrets ({', '.join(sorted(spec.secrets))}) but the trainium connection has no "
+            "ecs_execution_role_arn: Batch reads secrets with the execution role"
         )
     if problems:
         raise BatchDefinitionError("cannot build a Batch job definition: " + "; ".join(problems))

@@ -5,8 +5,15 @@ and local compute render: its shape (devices, CPU, memory, shared memory, ulimit
 environment go in the task definition, its command and run environment in the RunTask overrides. The task
 is pinned to the instance type by a placement constraint.
 
-So the task definition depends only on the job's layout, image, roles and log group, and its family is named
-by a hash of its content: an unchanged definition is found and reused instead of registered again.
+So the task definition depends only on the job's layout, image, roles, log group and secret references, and
+its family is named by a hash of its content: an unchanged definition is found and reused instead of registered
+again, and a job with other secrets gets a definition of its own.
+
+The job's secrets go in the container definition as ``secrets`` (name, ``valueFrom``), never in its
+``environment``: RunTask's container overrides have no ``secrets`` field (ECS API reference,
+ContainerOverride), and the ECS agent reads each one with the task execution role when the task starts. The
+``valueFrom`` rule is the ECS API reference's (Secret): the full ARN of a Secrets Manager secret, or of an SSM
+parameter, or a parameter's name when it lives in the task's Region (``neuron.secrets.value_from``).
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_trainium.compute.base import JobInputError
 from airflow_provider_trainium.neuron.container import ContainerShape
 from airflow_provider_trainium.neuron.plan import ContainerPlan
+from airflow_provider_trainium.neuron.secrets import container_secrets
 
 CONTAINER_NAME = "trainer"
 LOG_STREAM_PREFIX = "trainium"
@@ -26,6 +35,10 @@ FAMILY_PREFIX = "trainium"
 STOP_TIMEOUT_SECONDS = 120
 #: AWS caps the RunTask ``overrides`` document at 8192 characters.
 MAX_OVERRIDES_CHARS = 8192
+
+
+class EcsDefinitionError(JobInputError):
+    """A task definition ECS would refuse or could not start: raised before it is registered."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +79,7 @@ def ulimits(shape: ContainerShape) -> list[dict[str, Any]]:
 
 def container_definition(plan: ContainerPlan, settings: EcsTaskSettings) -> dict[str, Any]:
     shape = plan.shape
-    return {
+    container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": settings.image,
         "essential": True,
@@ -85,6 +98,9 @@ def container_definition(plan: ContainerPlan, settings: EcsTaskSettings) -> dict
             },
         },
     }
+    if plan.spec.secrets:
+        container["secrets"] = container_secrets(plan.spec.secrets)
+    return container
 
 
 def content_hash(body: dict[str, Any], length: int = 12) -> str:
@@ -95,6 +111,12 @@ def content_hash(body: dict[str, Any], length: int = 12) -> str:
 def task_definition(plan: ContainerPlan, settings: EcsTaskSettings) -> dict[str, Any]:
     """RegisterTaskDefinition arguments for the plan's layout, ``family`` included."""
     shape = plan.shape
+    if plan.spec.secrets and not settings.execution_role_arn:
+        # the ECS developer guide ("Amazon ECS task execution IAM role") requires one for secrets
+        raise EcsDefinitionError(
+            f"the job has secrets ({', '.join(sorted(plan.spec.secrets))}) but the trainium connection has no "
+            "ecs_execution_role_arn: the ECS agent reads secrets with the task execution role"
+        )
     body: dict[str, Any] = {
         "requiresCompatibilities": ["EC2"],
         "networkMode": "awsvpc",

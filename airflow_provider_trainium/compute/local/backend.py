@@ -17,7 +17,9 @@ attaches to it or takes its result, and never trains it twice.
 
 The trainer gets an allowlisted environment: what the container would get, plus the few variables of this
 machine a Python process needs (``INHERITED_NAMES``, ``INHERITED_PREFIXES``); the worker's other variables
-(AWS keys, Airflow secrets) stay behind.
+(AWS keys, Airflow secrets) stay behind. A job's ``secrets`` are read here through the ``trainium``
+connection's AWS connection (``hooks.job_secrets``), masked in the task log, and put in the nodes' environment
+only: the spec, the state file and the log lines this backend writes hold the references alone.
 """
 
 from __future__ import annotations
@@ -215,6 +217,8 @@ class LocalBackend(ComputeBackend):
         max_processes_per_node: int = 2,
         aws_conn_id: str | None = None,
         all_ranks: bool | None = None,
+        secrets_conn_id: str | None = None,
+        region_name: str | None = None,
     ):
         self.state_dir = Path(state_dir)
         if all_ranks is None:
@@ -224,7 +228,12 @@ class LocalBackend(ComputeBackend):
         self.max_processes_per_node = max_processes_per_node
         #: the AWS connection whose credentials a job gets when it may reach S3 (``reads_s3``)
         self.aws_conn_id = aws_conn_id
+        #: the AWS connection (and region, for ``ssm:<name>``) a job's secret references are read through
+        self.secrets_conn_id = secrets_conn_id
+        self.region_name = region_name
         self._jobs: dict[str, _LocalJob] = {}
+        #: secret values read by ``check``, kept in memory only for the ``submit`` of the same references
+        self._secret_values: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
     @classmethod
     def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> LocalBackend:
@@ -232,7 +241,25 @@ class LocalBackend(ComputeBackend):
             local_state_dir(),
             max_processes_per_node=int(options.get("local_max_processes_per_node", 2)),
             aws_conn_id=config.aws_conn_id if reads_s3(config) else None,
+            secrets_conn_id=config.aws_conn_id,
+            region_name=config.region_name,
         )
+
+    def check(self, spec: JobSpec) -> None:
+        """Read the job's secrets now: one that cannot be read fails the task before anything starts, and every
+        try registers the values with the log masker (a try that attaches to a running job too)."""
+        self.secret_values(spec, fresh=True)
+
+    def secret_values(self, spec: JobSpec, *, fresh: bool = False) -> dict[str, str]:
+        """name -> value of the job's secrets (``hooks.job_secrets``); read again when ``fresh``."""
+        if not spec.secrets:
+            return {}
+        key = tuple(sorted(spec.secrets.items()))
+        if fresh or key not in self._secret_values:
+            from airflow_provider_trainium.hooks.job_secrets import resolve_secrets
+
+            self._secret_values[key] = resolve_secrets(spec.secrets, self.secrets_conn_id, self.region_name)
+        return self._secret_values[key]
 
     # -- capabilities ---------------------------------------------------------------------------------
     def compile_wrapper(self) -> tuple[str, ...]:
@@ -334,6 +361,7 @@ class LocalBackend(ComputeBackend):
         return None
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
+        secrets = self.secret_values(spec)  # before anything starts: a reference that cannot be read stops here
         self._kill_orphans(job_name)
         requested_hash = spec.content_hash()  # what the operator asked for, before this machine's caps
         spec = self.local_spec(spec)
@@ -348,7 +376,7 @@ class LocalBackend(ComputeBackend):
         nodes: list[_Node] = []
         for index in range(spec.nodes):
             rank_logs = job_dir / f"node{index}"
-            env = self.node_environment(plan, job_name, index, port, rank_logs)
+            env = {**self.node_environment(plan, job_name, index, port, rank_logs), **secrets}
             log_path, record_path = job_dir / f"node{index}.log", job_dir / f"node{index}.exit"
             with log_path.open("wb") as out:
                 process = subprocess.Popen(
