@@ -12,6 +12,15 @@ which the trainer points under the same ``compile_cache_uri`` (``<uri>/native/ne
 cache at ``<uri>/native/inductor``, the stand-in the local tests warm). That cache is a directory: with an
 ``s3://`` cache the trial warms the node it ran on only (docs/native.md).
 
+A user's own command, script or module (``command=``, ``script=``, an entry point outside ``trainer.*``) runs
+unchanged: on the XLA stack the backend wraps it in ``neuron_parallel_compile`` as it wraps the project's trainer,
+and nothing is added to its arguments unless the task says how the user's program is bounded:
+``trial_steps_arg="--max_steps"`` appends ``--max_steps N`` (an arg ending in ``=``, such as Hydra's
+``trainer.max_steps=``, becomes one word ``trainer.max_steps=N``) and ``trial_steps_env="MAX_STEPS"`` sets that
+variable to ``N``. Without either the program runs as long as it runs: bound it yourself (docs/byo-compile.md). Its
+key also covers the command and the code bundle, and leaves the named step argument out. A user's program writes
+no ``metrics.json`` (unless it puts one in its output folder): the key is recorded without metrics.
+
 After a successful trial the operator records the cache key (compiler version, flags, graph-shaping
 arguments, layout; see :mod:`airflow_provider_trainium.neuron.compile_key`) next to the cache, and a
 later run with the same key skips the trial (``skip_if_cached``).
@@ -31,7 +40,9 @@ from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, Comp
 from airflow_provider_trainium.compute.local.backend import local_compiler_version
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.compile_key import (
+    NON_GRAPH_ARGS,
     cache_key,
+    graph_args,
     key_inputs,
     key_record_uri,
     local_native_compile_backend,
@@ -64,12 +75,18 @@ def write_key_record(compile_cache_uri: str, key: str, record: Mapping[str, Any]
 
 
 class NeuronCompileOperator(NeuronTrainingOperator):
-    """Run the training entry point with ``--compile-only --max-steps N``; returns the compile metrics.
+    """Run the training command as a short trial that fills the compile cache; returns the compile metrics.
 
-    Returns ``{"compile_cache_uri", "cache_key", "skipped", ...trial metrics}``.
+    The project's entry points (``trainer.*``) get ``--compile-only --max-steps N``; a user's command, script or
+    module gets only what ``trial_steps_arg`` / ``trial_steps_env`` ask for (the module docstring says why). Returns
+    ``{"compile_cache_uri", "cache_key", "skipped", ...trial metrics}`` (no metrics for a user's program that
+    writes no ``metrics.json``).
 
     :param compile_cache_uri: the cache to fill; default ``<artifact_root>/compile-cache/<dag_id>``.
     :param trial_steps: steps of the trial (neuron_parallel_compile needs 10-15 on Trainium).
+    :param trial_steps_arg: a user's program only: the argument that bounds its steps, appended as
+        ``<arg> N`` (``<arg>N`` when it ends in ``=``). None: no argument is added.
+    :param trial_steps_env: a user's program only: an environment variable set to ``N`` for the trial.
     :param skip_if_cached: skip the trial when the cache already records this run's key.
     :param compiler_version: part of the key; default: the image reference on ECS/Batch (it pins the
         Neuron SDK) and, on local compute, the installed torch-xla (XLA stack) or torch and torch-neuronx
@@ -83,6 +100,8 @@ class NeuronCompileOperator(NeuronTrainingOperator):
         self,
         *,
         trial_steps: int = 10,
+        trial_steps_arg: str | None = None,
+        trial_steps_env: str | None = None,
         skip_if_cached: bool = True,
         compiler_version: str | None = None,
         cache_key_extra: dict[str, Any] | None = None,
@@ -90,6 +109,9 @@ class NeuronCompileOperator(NeuronTrainingOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.trial_steps = trial_steps
+        self.trial_steps_arg = trial_steps_arg or None
+        self.trial_steps_env = trial_steps_env or None
+        self._check_trial_bounds()
         self.skip_if_cached = skip_if_cached
         self.compiler_version = compiler_version
         self.cache_key_extra = cache_key_extra
@@ -98,8 +120,40 @@ class NeuronCompileOperator(NeuronTrainingOperator):
     def cache_uri(self, context: Context, config: TrainiumConfig) -> str:
         return self.compile_cache_uri or default_compile_cache_uri(config, context["ti"].dag_id)
 
+    @property
+    def runs_project_trainer(self) -> bool:
+        """The project's own entry points (``trainer.*``), which take ``--compile-only --max-steps``; anything else
+        is a user's program, run unchanged (the rule ``JobSpec.runs_user_code`` applies)."""
+        return not self.command and self.entry_point.startswith("trainer.")
+
+    def _check_trial_bounds(self) -> None:
+        """Bad trial bounds fail when the DAG is parsed, not after a paid job started."""
+        from airflow_provider_trainium.neuron.spec import env_name_problem
+
+        if self.runs_project_trainer and (self.trial_steps_arg or self.trial_steps_env):
+            raise ValueError(
+                f"trial_steps_arg and trial_steps_env bound a user's program; {self.entry_point} is the project's "
+                "trainer, whose trial is --compile-only --max-steps trial_steps"
+            )
+        if self.trial_steps_arg is not None and not self.trial_steps_arg.strip():
+            raise ValueError("trial_steps_arg must name an argument, e.g. '--max_steps'")
+        if self.trial_steps_env is not None:
+            problem = env_name_problem(self.trial_steps_env, user=True)
+            if problem:
+                raise ValueError(f"trial_steps_env: {problem}")
+
+    def trial_words(self) -> list[str]:
+        """What bounds the trial on the command line: the project's flags, or the user's named argument, or nothing."""
+        steps = str(self.trial_steps)
+        if self.runs_project_trainer:
+            return ["--compile-only", "--max-steps", steps]
+        if self.trial_steps_arg is None:
+            return []
+        arg = self.trial_steps_arg
+        return [arg + steps] if arg.endswith("=") else [arg, steps]
+
     def job_arguments(self) -> list[str]:
-        return [*super().job_arguments(), "--compile-only", "--max-steps", str(self.trial_steps)]
+        return [*super().job_arguments(), *self.trial_words()]
 
     def wrapper(self, backend: ComputeBackend) -> tuple[str, ...]:
         return backend.compile_wrapper()
@@ -108,7 +162,10 @@ class NeuronCompileOperator(NeuronTrainingOperator):
         spec = super().build_spec(context, config, backend)
         # neuron_parallel_compile is the XLA stack's tool; on the native stack torch.compile fills its own cache
         wrapper = () if spec.stack == boundary.STACK_NATIVE else spec.wrapper
-        return spec.with_changes(output_uri=f"{spec.output_uri}/compile", wrapper=wrapper).validate()
+        env = dict(spec.env)
+        if self.trial_steps_env and not self.runs_project_trainer:
+            env[self.trial_steps_env] = str(self.trial_steps)  # the trial's bound wins over the task's own env
+        return spec.with_changes(output_uri=f"{spec.output_uri}/compile", wrapper=wrapper, env=env).validate()
 
     # -- the cache key ------------------------------------------------------------------------------
     def key_for(self, spec: JobSpec, backend: ComputeBackend) -> tuple[str, dict[str, Any]]:
@@ -122,7 +179,22 @@ class NeuronCompileOperator(NeuronTrainingOperator):
         compile_backend = "neuron" if on_trainium or not native else local_native_compile_backend()
         per_node = backend.runs_as(spec).nproc_per_node
         inputs = key_inputs(spec, self.compiler_version or default, per_node, self.cache_key_extra, compile_backend)
+        if spec.runs_user_code:
+            inputs |= self.user_key_inputs(spec)
         return cache_key(inputs), inputs
+
+    def user_key_inputs(self, spec: JobSpec) -> dict[str, Any]:
+        """A user's program is known by its command and code bundle (an entry point alone does not say which
+        script runs); its named step argument is a step count, left out like the trainer's ``--max-steps``."""
+        extra: dict[str, Any] = {}
+        if spec.command:
+            extra["command"] = list(spec.command)
+        if spec.code_uri:
+            extra["code_uri"] = spec.code_uri
+        if self.trial_steps_arg:
+            ignore = (*NON_GRAPH_ARGS, self.trial_steps_arg.rstrip("="))
+            extra["args"] = graph_args(spec.args, ignore)
+        return extra
 
     def _cache(self, spec: JobSpec) -> str:
         return spec.env[boundary.ENV_COMPILE_CACHE_URI]
@@ -149,8 +221,19 @@ class NeuronCompileOperator(NeuronTrainingOperator):
                 return {"compile_cache_uri": cache, "cache_key": key, "skipped": True, **record.get("metrics", {})}
         return super().execute(context)
 
+    def trial_metrics(self, context: Context, spec: JobSpec) -> dict[str, Any]:
+        """The trial's metrics: the trainer's ``metrics.json``; a user's program usually writes none, which is
+        no failure (its trial is only there to fill the cache)."""
+        if not spec.runs_user_code:
+            return self.load_metrics(context, str(spec.output_uri))
+        if self.read_metrics(str(spec.output_uri)) is None:
+            self.log.info("a user's program wrote no %s: recording the key without metrics", self.metrics_file)
+            context["ti"].xcom_push(key="metrics", value={})
+            return {}
+        return self.load_metrics(context, str(spec.output_uri))
+
     def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
-        metrics = self.load_metrics(context, str(spec.output_uri))
+        metrics = self.trial_metrics(context, spec)
         cache = self._cache(spec)
         key, inputs = self.key_for(spec, self.backend_for(self.prepare(context).compute))
         ti = context["ti"]
