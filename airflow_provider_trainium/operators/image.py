@@ -29,9 +29,21 @@ class NeuronImageBuildOperator(BaseOperator):
     moves. It also pushes ``stack``, the training stack the image carries, and ``labels``, the image's labels as the
     registry holds them (the runtime label says which Neuron release and stack it is; None when unreadable).
 
+    A user's own image (docs/image.md, "Your own image"): ``context_dir`` is the user's folder, its ``Dockerfile``
+    starts ``ARG TRAINIUM_BASE_IMAGE`` / ``FROM ${TRAINIUM_BASE_IMAGE}`` and ``base_image`` names the training image
+    it builds on. The base is pinned by digest before the build, so the tag (which covers build args) moves with the
+    base's digest; the image inherits the launcher ENTRYPOINT and the Neuron labels, and a Dockerfile that would
+    replace the ENTRYPOINT, set a CMD or drop the launcher from PYTHONPATH fails before anything is built
+    (``image.user_image``). ``stack`` is then what the image's labels say.
+
     :param context_dir: build context directory (the repository root for ``docker/Dockerfile``).
-    :param dockerfile: Dockerfile path, relative to ``context_dir``. Default: the image of ``stack``
-        (``docker/Dockerfile`` for xla, ``docker/native/Dockerfile`` for native; ``image.stacks``).
+    :param dockerfile: Dockerfile path, relative to ``context_dir``. Default: ``Dockerfile`` with ``base_image``,
+        else the image of ``stack`` (``docker/Dockerfile`` for xla, ``docker/native/Dockerfile`` for native;
+        ``image.stacks``).
+    :param base_image: the training image a user's Dockerfile builds on, passed as build arg
+        ``TRAINIUM_BASE_IMAGE`` pinned to ``repository@sha256:...`` (templated): ``"trainium"`` for the trainium
+        connection's ``image``, or a reference (``image.output`` of the task that built the training image in this
+        run, or ``repository:tag``, whose digest the registry is asked for). None: no base is injected.
     :param stack: the run's training stack (``auto``, ``xla``, ``native``; templated), so that a native run builds
         the native image. ``auto`` resolves for ``instance_type`` as the run's jobs resolve it. None: ``xla``.
     :param instance_type: the run's instance type (templated), for ``auto`` and the release table's family check.
@@ -51,6 +63,7 @@ class NeuronImageBuildOperator(BaseOperator):
     template_fields: Sequence[str] = (
         "context_dir",
         "dockerfile",
+        "base_image",
         "stack",
         "instance_type",
         "repository",
@@ -67,6 +80,7 @@ class NeuronImageBuildOperator(BaseOperator):
         *,
         context_dir: str = ".",
         dockerfile: str | None = None,
+        base_image: str | None = None,
         stack: str | None = None,
         instance_type: str | None = None,
         repository: str | None = None,
@@ -88,6 +102,7 @@ class NeuronImageBuildOperator(BaseOperator):
         super().__init__(**kwargs)
         self.context_dir = context_dir
         self.dockerfile = dockerfile
+        self.base_image = base_image
         self.stack = stack
         self.instance_type = instance_type
         self.repository = repository
@@ -153,10 +168,47 @@ class NeuronImageBuildOperator(BaseOperator):
         return image_stack_for_build(self.stack, self.instance_type)
 
     def dockerfile_path(self, stack: str) -> str:
-        """``dockerfile`` when given, else the Dockerfile of ``stack``'s image."""
+        """``dockerfile`` when given, else ``Dockerfile`` for a user's image, else the Dockerfile of ``stack``'s."""
         from airflow_provider_trainium.image.stacks import dockerfile_for
 
-        return self.dockerfile or dockerfile_for(stack)
+        if self.dockerfile:
+            return self.dockerfile
+        return "Dockerfile" if self.base_image else dockerfile_for(stack)
+
+    def pinned_base(self, config: TrainiumConfig, aws_conn_id: str, region: str | None) -> str:
+        """``base_image`` as ``repository@sha256:...`` (``trainium``: the connection's image), asking the
+        registry for a tag's digest."""
+        from airflow_provider_trainium.image.container_registry import parse_repository
+        from airflow_provider_trainium.image.errors import ContextError
+        from airflow_provider_trainium.image.user_image import CONFIGURED_IMAGE, pin_reference
+
+        reference = str(self.base_image).strip()
+        if reference == CONFIGURED_IMAGE:
+            if not config.image:
+                raise ContextError(
+                    f"base_image={CONFIGURED_IMAGE!r} names the trainium connection's image, and it sets none: set "
+                    "`image` there or pass the training image's reference (its build task's output)"
+                )
+            reference = config.image
+
+        def registry_for(repository: str) -> ContainerRegistry:
+            return parse_repository(
+                repository, aws_conn_id=aws_conn_id, region_name=region, insecure=self.insecure_registry
+            )
+
+        return pin_reference(reference, registry_for)
+
+    def carried_stack(self, reference: str, labels: dict[str, str] | None, fallback: str) -> str:
+        """The stack a user's image carries: its base's, by the labels it inherited (``fallback`` when they are
+        unreadable). A ``stack`` that says otherwise is a warning here; the job's own image check refuses it."""
+        from airflow_provider_trainium.neuron.releases import image_stack
+
+        carried = (image_stack(reference, labels) if labels is not None else None) or fallback
+        if self.stack and carried != fallback:
+            self.log.warning(
+                "stack=%r, but the base image carries the %s stack: pushing %s", self.stack, carried, carried
+            )
+        return carried
 
     def pre_execute(self, context: Any) -> None:
         """Push the link record before anything can fail, so the link Airflow computes never misses it."""
@@ -167,19 +219,38 @@ class NeuronImageBuildOperator(BaseOperator):
         from airflow_provider_trainium.image.container_registry import EcrRegistry
         from airflow_provider_trainium.image.context import BuildContext
         from airflow_provider_trainium.image.ensure import ensure_image
+        from airflow_provider_trainium.image.errors import ContextError
+        from airflow_provider_trainium.image.user_image import BASE_ARG, check_starts_from, check_user_dockerfile
 
         build_args = {str(k): str(v) for k, v in self.build_args.items()}
         if self.source_revision:
             build_args["SOURCE_REVISION"] = str(self.source_revision)
+        user_image = bool(self.base_image)
+        if user_image and BASE_ARG in build_args:
+            raise ContextError(f"set base_image or build_args[{BASE_ARG!r}], not both: base_image pins it by digest")
         # Cheap local checks first: a bad stack or context fails before any AWS call or build.
         stack = self.image_stack()
         build_context = BuildContext.load(self.context_dir, self.dockerfile_path(stack), build_args, self.target)
+        text = ""
+        if user_image:
+            text = (build_context.root / build_context.dockerfile).read_text(encoding="utf-8")
+            check_user_dockerfile(text, build_context.dockerfile, self.target)
         config = self._config()
         aws_conn_id = self.aws_conn_id or config.aws_conn_id
         region = self.region_name or config.region_name
+        if user_image:
+            base = self.pinned_base(config, aws_conn_id, region)
+            build_args[BASE_ARG] = base
+            check_starts_from(text, build_context.dockerfile, build_args, self.target, base)
+            # hashed again with the pinned base among the build args: a new base digest is a new tag
+            build_context = BuildContext.load(self.context_dir, build_context.dockerfile, build_args, self.target)
+            self.log.info("user image from %s (build arg %s)", base, BASE_ARG)
         registry = self._registry(config, aws_conn_id, region)
         builder = self._builder(config, aws_conn_id, region)
         result = ensure_image(build_context, registry, builder, tag_prefix=self.tag_prefix)
+        labels = registry.labels(result.tag)
+        if user_image:
+            stack = self.carried_stack(result.reference, labels, stack)
 
         ti = context["ti"]
         ti.xcom_push(key="tag", value=result.tag)
@@ -187,7 +258,7 @@ class NeuronImageBuildOperator(BaseOperator):
         ti.xcom_push(key="built", value=result.built)
         ti.xcom_push(key="base_digest", value=result.base_digest)
         ti.xcom_push(key="stack", value=stack)
-        ti.xcom_push(key="labels", value=registry.labels(result.tag))
+        ti.xcom_push(key="labels", value=labels)
         if isinstance(registry, EcrRegistry):
             hook = registry.hook
             EcrImageLink.persist(
