@@ -6,10 +6,15 @@ script, a ``@task.trainium`` function or a module outside ``trainer.*``) three f
 folder (``TRAINIUM_JOB_DIR``, default ``/tmp/trainium-job``) and runs the job with the output folder as its
 working directory:
 
-- ``TRAINIUM_OUTPUT_DIR``: uploaded to ``TRAINIUM_OUTPUT_URI`` when the job ends, whatever its exit status;
-- ``TRAINIUM_CHECKPOINT_DIR``: restored from ``TRAINIUM_CHECKPOINT_URI`` before the job starts (so a retry
-  resumes), uploaded every ``TRAINIUM_CHECKPOINT_SYNC_S`` seconds while it runs and once more at the end;
+- ``TRAINIUM_OUTPUT_DIR`` (the working directory) mirrors to ``TRAINIUM_OUTPUT_URI``;
+- ``TRAINIUM_CHECKPOINT_DIR`` mirrors to ``TRAINIUM_CHECKPOINT_URI``;
 - ``TRAINIUM_CODE_DIR``: the job's code bundle (``TRAINIUM_CODE_URI``), first on ``PYTHONPATH``.
+
+Both mirrored folders are restored before the job starts (so a retry resumes), uploaded every
+``TRAINIUM_CHECKPOINT_SYNC_S`` seconds while it runs and once more when it ends, whatever its exit status. The
+output folder is treated like the checkpoint folder because scripts keep checkpoints in their output (Hugging
+Face's ``output_dir/checkpoint-<step>``); what the provider and the monitor write under the output URI
+(``stream/``, dot-folders) is not restored.
 
 Which node's files are kept: node 0's by default (every node restores node 0's checkpoints, so a script whose
 rank 0 saves and every rank loads resumes on every node); with ``--all-nodes-outputs`` every node keeps its own
@@ -110,8 +115,9 @@ def _fs(uri: str) -> tuple[Any, str]:
     return url_to_fs(uri)
 
 
-def download(uri: str, into: Path) -> int:
-    """Copy every file under ``uri`` into ``into``; the number of files (0 when ``uri`` does not exist)."""
+def download(uri: str, into: Path, skip_top: tuple[str, ...] = ()) -> int:
+    """Copy every file under ``uri`` into ``into``, but those under a top-level name in ``skip_top`` or starting
+    with a dot; the number of files (0 when ``uri`` does not exist)."""
     fs, root = _fs(uri)
     root = root.rstrip("/")
     if not fs.exists(root):
@@ -119,7 +125,8 @@ def download(uri: str, into: Path) -> int:
     count = 0
     for remote in fs.find(root):
         relative = remote[len(root) :].lstrip("/")
-        if not relative:
+        top = relative.split("/", 1)[0]
+        if not relative or top in skip_top or top.startswith("."):
             continue
         target = into / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -137,12 +144,16 @@ def prepare(dirs: JobDirs, log: Any = print) -> None:
         if not fs.exists(f"{root.rstrip('/')}/{boundary.CODE_BUNDLE_MARKER}"):
             raise FileNotFoundError(f"the code bundle {dirs.code_uri} is incomplete (no {boundary.CODE_BUNDLE_MARKER})")
         log(f"trainer.launch: {download(dirs.code_uri, dirs.code)} code file(s) from {dirs.code_uri}")
-    # every node resumes from node 0's checkpoints unless each node keeps its own
-    source = dirs.remote(dirs.checkpoint_uri) if dirs.all_nodes else dirs.checkpoint_uri
-    if source:
-        restored = download(source, dirs.checkpoints)
-        if restored:
-            log(f"trainer.launch: restored {restored} checkpoint file(s) from {source}")
+    # every node resumes from node 0's folders unless each node keeps its own
+    for uri, folder, skip in (
+        (dirs.checkpoint_uri, dirs.checkpoints, ()),
+        (dirs.output_uri, dirs.output, (boundary.STREAM_DIR,)),
+    ):
+        source = dirs.remote(uri) if dirs.all_nodes else uri
+        if source:
+            restored = download(source, folder, skip)
+            if restored:
+                log(f"trainer.launch: restored {restored} file(s) from {source} into {folder}")
 
 
 @dataclass
@@ -198,15 +209,25 @@ def sync_seconds(env: Mapping[str, str]) -> float:
         raise ValueError(f"{boundary.ENV_CHECKPOINT_SYNC_S}={value!r} is not a number of seconds") from None
 
 
+def mirrors(dirs: JobDirs) -> list[Mirror]:
+    """The folders this node uploads: none on a node whose files are not kept."""
+    if not dirs.uploads:
+        return []
+    pairs = ((dirs.output, dirs.remote(dirs.output_uri)), (dirs.checkpoints, dirs.remote(dirs.checkpoint_uri)))
+    found = [Mirror(local, uri) for local, uri in pairs if uri]
+    for mirror in found:  # what was just restored is there already
+        mirror.uploaded = mirror.scan()
+    return found
+
+
 def run(command: list[str], env: Mapping[str, str], dirs: JobDirs, log: Any = print) -> int:
-    """Run ``command`` in the output folder, mirroring checkpoints on an interval; upload both when it ends.
+    """Run ``command`` in the output folder, mirroring both folders on an interval and once more when it ends.
 
     SIGTERM and SIGINT (an ECS stop, a Batch cancel, local compute's kill) go on to the command, so it can save;
     the uploads then still run before the launcher exits with the command's status.
     """
     every = sync_seconds(env)
-    checkpoints = dirs.remote(dirs.checkpoint_uri) if dirs.uploads else None
-    mirror = Mirror(dirs.checkpoints, checkpoints) if checkpoints else None
+    folders = mirrors(dirs)
     process = subprocess.Popen(command, env=dict(env), cwd=dirs.output)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda number, frame: process.send_signal(number))
@@ -214,21 +235,19 @@ def run(command: list[str], env: Mapping[str, str], dirs: JobDirs, log: Any = pr
 
     def periodic() -> None:
         while not stop.wait(every):
-            try:
-                mirror.sync()  # type: ignore[union-attr]
-            except Exception as err:  # noqa: BLE001 - a failed upload is retried on the next interval
-                log(f"trainer.launch: checkpoint upload failed ({err}); retrying in {every:g} s")
+            for mirror in folders:
+                try:
+                    mirror.sync()
+                except Exception as err:  # noqa: BLE001 - a failed upload is retried on the next interval
+                    log(f"trainer.launch: upload to {mirror.uri} failed ({err}); retrying in {every:g} s")
 
-    uploader = threading.Thread(target=periodic, daemon=True) if mirror and every > 0 else None
+    uploader = threading.Thread(target=periodic, daemon=True) if folders and every > 0 else None
     if uploader:
         uploader.start()
     code = process.wait()
     stop.set()
     if uploader:
         uploader.join()
-    if mirror:
-        log(f"trainer.launch: {mirror.sync(final=True)} checkpoint file(s) uploaded to {checkpoints}")
-    outputs = dirs.remote(dirs.output_uri) if dirs.uploads else None
-    if outputs:
-        log(f"trainer.launch: {Mirror(dirs.output, outputs).sync(final=True)} output file(s) uploaded to {outputs}")
+    for mirror in folders:
+        log(f"trainer.launch: {mirror.sync(final=True)} file(s) of {mirror.local} uploaded to {mirror.uri}")
     return code
