@@ -166,6 +166,8 @@ with open(os.environ["NPC_LOG"].replace("npc.log", "script.json"), "w") as out:
 
 def test_a_users_script_runs_under_the_wrapper_on_local_compute(on_neuron, monkeypatch):
     """A real local run of a user's script on the XLA stack, with a neuron_parallel_compile stand-in on PATH."""
+    from airflow_provider_trainium.compute.local import backend as local_backend
+
     tmp_path = on_neuron
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -179,6 +181,7 @@ def test_a_users_script_runs_under_the_wrapper_on_local_compute(on_neuron, monke
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     monkeypatch.setenv("TRAINIUM_JOB_DIR", str(tmp_path / "job"))
+    monkeypatch.setattr(local_backend, "local_state_dir", lambda: tmp_path / "state")  # no job records left behind
     op = compile_op(script="train.py", command=None, code_dir=str(code), distributed=False, job_args=["--lr", "1"],
                     trial_steps_arg="--max_steps", trial_steps_env="MAX_STEPS", trial_steps=3,
                     env={"NPC_LOG": str(log)})  # fmt: skip
