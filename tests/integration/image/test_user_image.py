@@ -190,3 +190,42 @@ def test_the_distributed_job_runs_the_script_under_torchrun(user_image: UserImag
     torchrun = json.loads(stdout.strip().splitlines()[-1])
     assert torchrun[1:3] == ["-m", "trainer.loopback_torchrun"] and "--nproc_per_node=32" in torchrun
     assert torchrun[torchrun.index("--no-python") + 1 :][1:] == ["/opt/user/train.py", "--epochs", "1"]
+
+
+def summarize(values: list[int], scale: float = 1.0) -> dict:
+    import os
+
+    return {"rank": int(os.environ["RANK"]), "world": int(os.environ["WORLD_SIZE"]), "total": sum(values) * scale}
+
+
+def test_a_trainium_task_function_runs_in_the_image(user_image: UserImage, tmp_path) -> None:
+    """``@task.trainium``'s container: the launcher runs the function runner under torchrun (dry run: the
+    stand-in has no torch), and the runner, started as torchrun starts each rank, calls the function from the
+    job's code bundle and writes rank 0's return value where the launcher uploads it."""
+    from airflow_provider_trainium.decorators.trainium import _TrainiumDecoratedOperator
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from trainer import boundary
+
+    operator = _TrainiumDecoratedOperator(python_callable=summarize, task_id="summarize", op_args=[[1, 2, 3]],
+                                          op_kwargs={"scale": 2.0})  # fmt: skip
+    bundle = operator.code_uri({}, TrainiumConfig(artifact_root=(tmp_path / "artifacts").as_uri()))  # type: ignore[arg-type]
+    spec = JobSpec(name="f", command=tuple(operator.command), instance_type="trn1.32xlarge",
+                   image="u@sha256:" + "0" * 64, code_uri=bundle)  # fmt: skip
+    torchrun = json.loads(run_in_user_image(user_image, spec, dry_run=True).strip().splitlines()[-1])
+    per_rank = torchrun[torchrun.index("--no-python") + 1 :]
+    assert per_rank[1:] == ["-m", "trainer.function"]
+
+    buildah = user_image.training.buildah
+    box = buildah("from", user_image.tagged).stdout.strip()
+    try:
+        buildah("copy", box, bundle.removeprefix("file://"), "/tmp/trainium-job/code")
+        env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", boundary.ENV_CODE_DIR: "/tmp/trainium-job/code",
+               boundary.ENV_OUTPUT_DIR: "/tmp/trainium-job/output"}  # fmt: skip
+        flags = [f"--env={k}={v}" for k, v in env.items()]
+        done = buildah("run", "--isolation", "chroot", *flags, box, "--", "python", *per_rank[1:], check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = buildah("run", "--isolation", "chroot", box, "--", "cat",
+                         f"/tmp/trainium-job/output/{boundary.FUNCTION_RESULT_FILE}").stdout  # fmt: skip
+    finally:
+        buildah("rm", box, check=False)
+    assert json.loads(result) == {"result": {"rank": 0, "world": 2, "total": 12.0}}
