@@ -21,8 +21,8 @@ def test_a_script_is_python_running_it():
 
 
 def test_a_tasks_env_may_set_application_variables_but_no_aws_credentials():
-    operator = NeuronJobOperator(task_id="t", script="train.py",
-                                 env={"HF_TOKEN_FILE": "/x", "WANDB_PROJECT": "p", "AWS_SECRET_ACCESS_KEY": "k"})  # fmt: skip
+    env = {"HF_TOKEN_FILE": "/x", "WANDB_PROJECT": "p", "AWS_SECRET_ACCESS_KEY": "k"}
+    operator = NeuronJobOperator(task_id="t", script="train.py", env=env)
     (problem,) = operator.user_env_problems()
     assert "AWS_SECRET_ACCESS_KEY" in problem and "AWS_*" in problem
 
