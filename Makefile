@@ -61,11 +61,11 @@ demo: airflow-home
 NATIVE_TESTS := tests/unit/trainer/native tests/unit/trainer/titan tests/integration/native tests/integration/titan
 test: airflow-home
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(addprefix --ignore=,$(NATIVE_TESTS)) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
 	$(MAKE) test-native
 
 test-native: $(AIRFLOW_HOME_NATIVE)/.migrated
-	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) $(PYTEST_ARGS)
+	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
 
 # The loop while editing: tests/unit only (no server, no dag.test(), no training subprocess), main venv.
 test-fast: airflow-home
