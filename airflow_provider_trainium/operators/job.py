@@ -196,12 +196,17 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def job_timeout(self) -> timedelta:
         return self.execution_timeout or DEFAULT_TIMEOUT
 
-    def run_prefix(self, context: Context, config: TrainiumConfig) -> str:
+    @staticmethod
+    def task_instance_prefix(context: Context, config: TrainiumConfig, kind: str) -> str:
+        """``<artifact_root>/<kind>/<dag_id>/<run>/<task_id>[/<map_index>]``: one task instance's place."""
         ti = context["ti"]
-        parts = [config.artifact_root.rstrip("/"), "runs", ti.dag_id, naming.run_key(ti.run_id), ti.task_id]
+        parts = [config.artifact_root.rstrip("/"), kind, ti.dag_id, naming.run_key(ti.run_id), ti.task_id]
         if ti.map_index is not None and ti.map_index >= 0:
             parts.append(str(ti.map_index))
         return "/".join(parts)
+
+    def run_prefix(self, context: Context, config: TrainiumConfig) -> str:
+        return self.task_instance_prefix(context, config, "runs")
 
     def job_arguments(self) -> list[str]:
         """The entry point's arguments (a compile trial adds its own)."""
@@ -241,11 +246,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def default_checkpoint_uri(self, context: Context, config: TrainiumConfig) -> str:
         """A user's job keeps checkpoints per task instance, so every retry and rerun of it resumes them."""
-        ti = context["ti"]
-        parts = [config.artifact_root.rstrip("/"), "checkpoints", ti.dag_id, naming.run_key(ti.run_id), ti.task_id]
-        if ti.map_index is not None and ti.map_index >= 0:
-            parts.append(str(ti.map_index))
-        return "/".join(parts)
+        return self.task_instance_prefix(context, config, "checkpoints")
 
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
         from airflow_provider_trainium.neuron.releases import resolve_stack
