@@ -79,6 +79,24 @@ def read_reference(reference: str, aws_conn_id: str | None, region_name: str | N
     return _secrets_manager_value(location, aws_conn_id, region_name)
 
 
+def mask(value: str) -> None:
+    """Register ``value`` with every secret masker this process has.
+
+    ``airflow.sdk.log.mask_secret`` masks it in the task process and tells the supervisor, which writes the task
+    log on a worker. Where Airflow core is installed too (``dag.test()``, a worker with core), the log lines of
+    an in-process run go through core's own masker instead, a separate copy (``airflow.settings`` configures
+    both), so the value is given to that one as well.
+    """
+    from airflow.sdk.log import mask_secret
+
+    mask_secret(value)
+    try:
+        from airflow._shared.secrets_masker import mask_secret as core_mask_secret
+    except ImportError:  # the Task SDK alone: its masker is the only one
+        return
+    core_mask_secret(value)
+
+
 def resolve_secrets(
     secrets: Mapping[str, str], aws_conn_id: str | None, region_name: str | None = None
 ) -> dict[str, str]:
@@ -86,8 +104,6 @@ def resolve_secrets(
 
     Every reference is tried, so one failure lists all that cannot be read; nothing is returned then.
     """
-    from airflow.sdk.log import mask_secret
-
     values: dict[str, str] = {}
     problems: list[str] = []
     for name in sorted(secrets):
@@ -97,7 +113,7 @@ def resolve_secrets(
         except Exception as err:  # noqa: BLE001 - every failure is the same bad input, named with its reason
             problems.append(f"secret {name} ({reference}) could not be read: {_error_reason(err)}")
             continue
-        mask_secret(value)
+        mask(value)
         values[name] = value
     if problems:
         raise SecretNotResolvedError(
