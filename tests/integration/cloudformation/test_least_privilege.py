@@ -81,3 +81,61 @@ def test_airflow_policy_scopes_every_statement_it_can(base):
     assert any(r.endswith(":job-definition/trainium-*") for r in submit)
     assert all(a.startswith(("ecs:Describe", "ecs:List", "batch:Describe", "batch:List", "ecs:Register"))
                for sid in unscoped - {"RegistryLoginHasNoResourceScope"} for a in found[sid]["Action"])  # fmt: skip
+
+
+SECRET_ARNS = (
+    "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token-AbCdEf,"
+    "arn:aws:ssm:us-east-1:123456789012:parameter/team/wandb"
+)
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def test_the_execution_role_reads_exactly_the_task_secrets_and_nothing_when_there_are_none(base):
+    secrets = base["Resources"]["EcsExecutionRoleSecrets"]
+    assert secrets["Type"] == "AWS::IAM::Policy" and secrets["Condition"] == "HasTaskSecrets"
+    assert secrets["Properties"]["Roles"] == [{"Ref": "EcsExecutionRole"}]
+    read, decrypt = secrets["Properties"]["PolicyDocument"]["Statement"]
+    assert read["Action"] == ["secretsmanager:GetSecretValue", "ssm:GetParameters"]
+    assert read["Resource"] == {"Ref": "TaskSecretArns"}
+    assert decrypt == {
+        "Fn::If": [
+            "HasTaskSecretKmsKeys",
+            {"Sid": "DecryptTheJobSecrets", "Effect": "Allow", "Action": "kms:Decrypt",
+             "Resource": {"Ref": "TaskSecretKmsKeyArns"}},
+            {"Ref": "AWS::NoValue"},
+        ]
+    }  # fmt: skip
+    empty = {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "TaskSecretArns"}]}, ""]}]}
+    assert base["Conditions"]["HasTaskSecrets"] == empty
+    # the role's own policy grants no secret, whatever the parameters
+    role = base["Resources"]["EcsExecutionRole"]["Properties"]
+    actions = {a for p in role["Policies"] for s in p["PolicyDocument"]["Statement"] for a in as_list(s["Action"])}
+    assert not {a for a in actions if a.startswith(("secretsmanager:", "ssm:", "kms:"))}
+
+
+def execution_role_policies(aws_conn_id: str, outputs: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The inline policies of a deployed base stack's execution role (from its outputs), name -> document."""
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    iam = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="iam").conn
+    name = outputs["EcsExecutionRoleArn"].rsplit("/", 1)[-1]
+    return {
+        policy: iam.get_role_policy(RoleName=name, PolicyName=policy)["PolicyDocument"]
+        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]
+    }
+
+
+def test_deployed_the_secrets_parameter_grants_those_arns_and_its_default_grants_none(aws_conn_id):
+    from tests.integration.cloudformation.conftest import TRN_ZONES, deploy
+
+    plain = deploy(aws_conn_id, "trn-plain", "base", AvailabilityZones=TRN_ZONES)
+    granted = deploy(aws_conn_id, "trn-secrets", "base", AvailabilityZones=TRN_ZONES, TaskSecretArns=SECRET_ARNS,
+           TaskSecretKmsKeyArns=KMS_KEY, VpcCidr="10.43.0.0/16", PublicSubnetCidr="10.43.0.0/24",
+           PrivateSubnet1Cidr="10.43.32.0/19", PrivateSubnet2Cidr="10.43.64.0/19",
+           RepositoryName="airflow-trainium/secrets")  # fmt: skip
+
+    assert "read-job-secrets" not in execution_role_policies(aws_conn_id, plain)
+    document = execution_role_policies(aws_conn_id, granted)["read-job-secrets"]
+    statements_by_sid = {s["Sid"]: s for s in document["Statement"]}
+    assert statements_by_sid["ReadTheJobSecrets"]["Resource"] == SECRET_ARNS.split(",")
+    assert statements_by_sid["DecryptTheJobSecrets"]["Resource"] == [KMS_KEY]

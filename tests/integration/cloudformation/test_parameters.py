@@ -14,7 +14,18 @@ BASE = {"AvailabilityZones": ["us-east-1a", "us-east-1b"]}
 STACKS = {"BaseStackName": "trn-base"}
 
 GOOD: dict[str, list[dict[str, Any]]] = {
-    "base": [BASE, {**BASE, "LogRetentionDays": 365, "ArtifactPrefix": "team-a"}],
+    "base": [
+        BASE,
+        {**BASE, "LogRetentionDays": 365, "ArtifactPrefix": "team-a"},
+        {
+            **BASE,
+            "TaskSecretArns": [
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token-AbCdEf",
+                "arn:aws:ssm:us-east-1:123456789012:parameter/team/wandb",
+            ],
+            "TaskSecretKmsKeyArns": ["arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"],
+        },
+    ],
     "ecs": [
         STACKS,
         {**STACKS, "InstanceType": "trn1.32xlarge", "MaxInstances": 8},
@@ -71,3 +82,43 @@ def test_bad_values_are_refused(template: str) -> None:
     for params, refused in BAD[template]:
         assert any(refused in message for message in found), (params, found)
     assert len(found) >= len(BAD[template])
+
+
+# cfn-lint checks no AllowedPattern of a list parameter; CloudFormation matches it against each value of a
+# CommaDelimitedList (AWS CloudFormation User Guide, "Parameters syntax", AllowedPattern).
+SECRET_PATTERNS = {
+    "TaskSecretArns": (
+        [
+            "",  # the default: no secrets
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token-AbCdEf",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token-??????",
+            "arn:aws:ssm:eu-west-1:123456789012:parameter/team/wandb",
+            "arn:aws-cn:ssm:cn-north-1:123456789012:parameter/x",
+        ],
+        [
+            "hf_abcdefghijklmnop",  # a value where its ARN belongs
+            "*",
+            "arn:aws:secretsmanager:*:*:secret:*",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:*",  # every secret of the account
+            "arn:aws:ssm:us-east-1:123456789012:parameter/*",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token-AbCdEf:token::",  # ECS's suffix
+            "ssm:/team/wandb",  # the reference form: the stack needs the ARN
+            "arn:aws:s3:::bucket/key",
+        ],
+    ),
+    "TaskSecretKmsKeyArns": (
+        ["", "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"],
+        ["alias/aws/secretsmanager", "arn:aws:kms:us-east-1:123456789012:alias/x", "*"],
+    ),
+}
+
+
+@pytest.mark.parametrize("parameter", sorted(SECRET_PATTERNS))
+def test_secret_parameters_take_only_arns_of_their_kind(templates: dict[str, Any], parameter: str) -> None:
+    import re
+
+    declared = templates["base"]["Parameters"][parameter]
+    assert declared["Type"] == "CommaDelimitedList" and declared["Default"] == ""
+    good, bad = SECRET_PATTERNS[parameter]
+    assert [v for v in good if not re.fullmatch(declared["AllowedPattern"], v)] == []
+    assert [v for v in bad if re.fullmatch(declared["AllowedPattern"], v)] == []
