@@ -119,14 +119,14 @@ def test_the_batch_job_definition_carries_value_from_and_no_value(batch_env, ins
 # -- local compute through dag.test() ---------------------------------------------------------------------------
 
 
-def run_local_dag(dag_id: str, secrets: dict[str, str]):
+def run_local_dag(dag_id: str, secrets: dict[str, str], program: str = PROGRAM):
     from airflow.sdk import DAG
 
     from airflow_provider_trainium.operators.job import NeuronJobOperator
     from tests.integration.registry.conftest import run_dag
 
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        NeuronJobOperator(task_id="job", command=[sys.executable, "-c", PROGRAM], secrets=secrets, compute="local",
+        NeuronJobOperator(task_id="job", command=[sys.executable, "-c", program], secrets=secrets, compute="local",
                           distributed=False, retries=0)  # fmt: skip
     return run_dag(dag)
 
@@ -186,10 +186,9 @@ def test_a_local_job_gets_the_value_and_nothing_else_does(local_world, aws_conn_
     written = Path(output_uri.removeprefix("file://")) / "h.txt"
     assert written.read_text() == hashlib.sha256(TOKEN.encode()).hexdigest()  # the process saw the value
 
+    # the job's own lines reach the log only when the wait reads them before the job ends (a job this short may
+    # end first); the next test proves a printed value is masked there
     logged = as_task_log("\n".join([out, err, *(r.getMessage() for r in caplog.records)]))
-    printed = [line for line in logged if "the token is" in line and "print(" not in line]  # not the echo
-    assert printed, "the job's own line reached the task log"
-    assert all("***" in line for line in printed)  # masked, not dropped
     assert [line for line in logged if TOKEN in line or OTHER in line] == []
     holds_no_value(values)
     rendered = rendered_fields(run)
@@ -199,6 +198,32 @@ def test_a_local_job_gets_the_value_and_nothing_else_does(local_world, aws_conn_
     state = local_state_dir() / f"{job['job_name']}.json"
     assert state.exists()
     assert TOKEN not in state.read_text() and OTHER not in state.read_text()
+
+
+def test_a_value_the_job_prints_is_masked_in_the_task_log(local_world, aws_conn_id, capfd, caplog):
+    """A failing job's last lines always reach the task log (in the failure's message), printed values included.
+
+    ``SsmHook`` masks a SecureString itself; the Secrets Manager value is masked only because it was resolved
+    for the job, so that line is the one that proves it."""
+    secrets = make_secrets(aws_conn_id)
+    caplog.set_level(logging.INFO)
+    program = (
+        "import os, sys\n"
+        "print('the token is', os.environ['HF_TOKEN'], flush=True)\n"
+        "print('the key is', os.environ['WANDB_API_KEY'], flush=True)\n"
+        "sys.exit(3)\n"
+    )
+
+    run = run_local_dag("job_secrets_printed", secrets, program)
+
+    out, err = capfd.readouterr()
+    assert str(run.state) == "failed"
+    logged = as_task_log("\n".join([out, err, *(r.getMessage() for r in caplog.records)]))
+    for said in ("the token is", "the key is"):
+        printed = [line for line in logged if said in line and "print(" not in line]  # not the echoed command
+        assert printed, f"{said!r} never reached the task log:\n" + "\n".join(logged)[-8000:]
+        assert all(f"{said} ***" in line for line in printed)  # masked, not dropped
+    assert [line for line in logged if TOKEN in line or OTHER in line] == []
 
 
 def test_a_reference_that_cannot_be_read_fails_before_anything_starts(local_world, aws_conn_id, capfd, caplog):
