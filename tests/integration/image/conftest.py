@@ -178,6 +178,8 @@ def stand_in_build(
     # One layer for the whole build (layers=False): vfs copies the full file system per layer.
     builder = BuildahBuilder(root=str(storage / "root"), runroot=str(storage / "run"), layers=False)
     result = ensure_image(context, registry, builder)
+    if not result.built:  # an earlier module of this session pushed the same content: pull it into this storage
+        buildah("pull", "-q", "--tls-verify=false", f"docker://{result.tagged}")
     config = json.loads(buildah("inspect", "--type", "image", result.tagged).stdout)["Docker"]["config"]
     # One container for every run: a dry run changes nothing in it, and vfs copies the image per container.
     container = buildah("from", result.tagged).stdout.strip()

@@ -27,7 +27,8 @@ BOUNDARY = Path(TRAINER, "boundary.py")
 ENV_NAME = re.compile(r"(?<![A-Za-z0-9_])TRAINIUM_[A-Z0-9_]*[A-Z0-9]")
 FILE_NAME = re.compile(r"(?:^|/)([\w.-]+\.jsonl?|_SUCCESS)$")
 #: Variables only the Airflow worker reads (never set in a container): the provider's own, not shared.
-WORKER_ONLY = frozenset({"TRAINIUM_PRICES_FILE", "TRAINIUM_TASK_LOG_ALL_RANKS"})
+#: ``TRAINIUM_BASE_IMAGE`` is a build argument of a user's Dockerfile (``image/user_image.py``), never a job's variable.
+WORKER_ONLY = frozenset({"TRAINIUM_PRICES_FILE", "TRAINIUM_TASK_LOG_ALL_RANKS", "TRAINIUM_BASE_IMAGE"})
 #: Modules that read stream records: every field they ask a record for must be one the format defines.
 STREAM_READERS = (Path(PROVIDER, "plugins", "stream.py"), Path(TRAINER, "common", "progress.py"))
 
