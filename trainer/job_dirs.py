@@ -184,7 +184,9 @@ class Mirror:
             return 0
         fs, root = _fs(self.uri)
         root = root.rstrip("/")
-        local_fs = getattr(fs, "protocol", None) in ("file", ("file", "local"))
+        from fsspec.implementations.local import LocalFileSystem
+
+        local_fs = isinstance(fs, LocalFileSystem)
         for name in todo:
             target = f"{root}/{name}"
             fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)

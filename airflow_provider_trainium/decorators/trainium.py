@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 RUNNER_COMMAND: tuple[str, ...] = ("python", "-m", "trainer.function")
 
 
-class FunctionCallError(TypeError):
-    """An argument (or a return value) that cannot cross to the job as JSON."""
+class FunctionCallError(ValueError):
+    """An argument that cannot cross to the job as JSON: bad input, so the task fails before anything starts
+    and is not retried (``prepare`` turns every ValueError into that)."""
 
 
 def json_problem(value: Any, where: str) -> str | None:
@@ -124,12 +125,6 @@ class _TrainiumDecoratedOperator(DecoratedOperator, NeuronJobOperator):
             return upload_bundle(folder, config.artifact_root, config.aws_conn_id)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-
-    def build_spec(self, context: Context, config: TrainiumConfig, backend: Any) -> JobSpec:
-        try:
-            return super().build_spec(context, config, backend)
-        except FunctionCallError as err:
-            raise ValueError(str(err)) from err  # bad input: fails the task before anything starts, not retried
 
     def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
         """Rank 0's return value, read back from the job's output as JSON."""
