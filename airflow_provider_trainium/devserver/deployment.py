@@ -43,6 +43,7 @@ class Deployment:
         dags_folder: Path | None = None,
         extra_env: Mapping[str, str] | None = None,
         base_env: Mapping[str, str] | None = None,
+        extra_users: Mapping[str, str] | None = None,
     ) -> None:
         self.home = home.resolve()
         self.state_dir = self.home / "deployment"
@@ -51,6 +52,10 @@ class Deployment:
             ui_port = DEFAULT_UI_PORT if port_is_free(DEFAULT_UI_PORT) else free_port()
         self.ui_port = ui_port
         self.password = password or DEFAULT_PASSWORD
+        #: username -> simple auth manager role (``viewer``, ``user``, ``op``...) besides the admin; each
+        #: gets a random password, kept in ``passwords``.
+        self.extra_users = dict(extra_users or {})
+        self.passwords = {USERNAME: self.password, **{name: secrets.token_urlsafe(16) for name in self.extra_users}}
         self.dags_folder = dags_folder or REPO / "dags"
         self.postgres = PostgresCluster(
             self.state_dir / "postgres", port=pg_port, log_file=self.log_dir / "postgres.log"
@@ -79,7 +84,7 @@ class Deployment:
     def env(self) -> dict[str, str]:
         keys = self._secrets()
         passwords = self.state_dir / "passwords.json"
-        passwords.write_text(json.dumps({USERNAME: self.password}) + "\n")
+        passwords.write_text(json.dumps(self.passwords) + "\n")
         passwords.chmod(0o600)
         return {
             **self.base_env,
@@ -92,7 +97,9 @@ class Deployment:
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                [f"{USERNAME}:admin", *(f"{name}:{role}" for name, role in self.extra_users.items())]
+            ),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
             "AIRFLOW__API__SECRET_KEY": keys["secret"],

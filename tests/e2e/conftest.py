@@ -27,6 +27,8 @@ ARTIFACTS = REPO / "test-artifacts"
 HOME = ARTIFACTS / "airflow-home"
 SCREENSHOTS = ARTIFACTS / "screenshots"
 TERMINAL = {"success", "failed"}
+#: A trigger-only account: the simple auth manager's USER role (trigger runs, edit task instances and XComs).
+TRIGGER_USER = "trigger-only"
 
 
 class Api:
@@ -130,6 +132,7 @@ def deployment() -> Iterator[Deployment]:
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         },
+        extra_users={TRIGGER_USER: "user"},
     )
     started = time.perf_counter()
     dep.start()
@@ -143,6 +146,12 @@ def deployment() -> Iterator[Deployment]:
 @pytest.fixture(scope="package")
 def api(deployment: Deployment) -> Api:
     return Api(deployment.url, USERNAME, deployment.password)
+
+
+@pytest.fixture(scope="package")
+def user_api(deployment: Deployment) -> Api:
+    """The REST API as ``TRIGGER_USER`` (USER role), the account the security tests attack with."""
+    return Api(deployment.url, TRIGGER_USER, deployment.passwords[TRIGGER_USER])
 
 
 @pytest.fixture(scope="package")
