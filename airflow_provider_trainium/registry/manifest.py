@@ -21,6 +21,50 @@ SOFTWARE_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 DIGEST_RE = re.compile(r"@(sha256:[0-9a-f]{64})$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def file_path_problem(path: Any) -> str | None:
+    """Why a manifest's file path could reach outside its version's ``files/`` (None: it cannot).
+
+    A manifest is read back from storage that others may write to; a ``../`` or absolute path in it would
+    make ``download`` write, or the integrity check read, outside the version.
+    """
+    if not isinstance(path, str) or not path:
+        return f"{path!r} is not a file path"
+    if "\\" in path or "\x00" in path or path.startswith("/"):
+        return f"{path!r} is not a relative POSIX path"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return f"{path!r} has an empty, '.' or '..' segment"
+    return None
+
+
+def manifest_files(manifest: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """The ``files`` a manifest lists as (path, size, sha256), each checked to stay inside the version.
+
+    Raises ValueError naming the first bad entry.
+    """
+    items = manifest.get("files", [])
+    if not isinstance(items, list):
+        raise ValueError(f"'files' must be a list, got {type(items).__name__}")
+    out: list[tuple[str, int, str]] = []
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict):
+            raise ValueError(f"a file entry must be an object, got {item!r}")
+        path, size, sha = item.get("path"), item.get("size"), item.get("sha256")
+        problem = file_path_problem(path)
+        if problem:
+            raise ValueError(problem)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"{path}: size must be an integer >= 0, got {size!r}")
+        if not isinstance(sha, str) or not SHA256_RE.match(sha):
+            raise ValueError(f"{path}: sha256 must be 64 lowercase hex digits, got {sha!r}")
+        if path in seen:
+            raise ValueError(f"{path} is listed twice")
+        seen.add(path)
+        out.append((path, size, sha))
+    return out
 
 
 def now_iso() -> str:

@@ -41,6 +41,7 @@ from airflow_provider_trainium.registry.manifest import (
     FORMAT,
     cost_info,
     image_info,
+    manifest_files,
     now_iso,
     software_versions,
     summary_metrics,
@@ -181,6 +182,12 @@ class ModelRegistry:
 
     def _model_version(self, name: str, version: int, manifest: dict[str, Any]) -> ModelVersion:
         vdir = self._version_dir(name, version)
+        try:
+            manifest_files(manifest)
+        except ValueError as err:
+            raise IntegrityError(
+                f"model {name!r} version {version}: its manifest is not to be trusted and must not be used: {err}"
+            ) from err
         return ModelVersion(
             name=name,
             version=version,
@@ -229,8 +236,8 @@ class ModelRegistry:
         mv = self.resolve(ref, verify=False)
         files = self._version_dir(mv.name, mv.version) / "files"
         dest = self._open(dest_uri)
-        for item in mv.manifest.get("files", []):
-            entry = FileEntry(item["path"], int(item["size"]), item["sha256"])
+        for path, size, sha256 in manifest_files(mv.manifest):
+            entry = FileEntry(path, size, sha256)
             try:
                 _copy_verified(files / entry.path, dest / entry.path, entry)
             except SourceChangedError as err:
@@ -529,17 +536,18 @@ class ModelRegistry:
         self._fresh(name)
         files = self._version_dir(name, version) / "files"
         problems = []
-        listed = {f["path"] for f in mv.manifest.get("files", [])}
-        for item in mv.manifest.get("files", []):
-            path = files / item["path"]
+        entries = manifest_files(mv.manifest)
+        listed = {rel for rel, _size, _sha in entries}
+        for rel, want_size, want_sha in entries:
+            path = files / rel
             if not path.exists():
-                problems.append(f"{item['path']}: missing")
+                problems.append(f"{rel}: missing")
                 continue
             size, sha = sha256_stream(path)
-            if size != item["size"]:
-                problems.append(f"{item['path']}: size {size} != {item['size']} in the manifest")
-            if sha != item["sha256"]:
-                problems.append(f"{item['path']}: sha256 {sha} != {item['sha256']} in the manifest")
+            if size != want_size:
+                problems.append(f"{rel}: size {size} != {want_size} in the manifest")
+            if sha != want_sha:
+                problems.append(f"{rel}: sha256 {sha} != {want_sha} in the manifest")
         if files.exists():
             for rel, _path in walk_files(files):
                 if rel not in listed:

@@ -3,6 +3,8 @@ resumed registration compares hashes (not sizes), and ``latest`` never moves bac
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from airflow_provider_trainium.registry import IntegrityError, ModelRegistry, NotFoundError, store
@@ -95,3 +97,25 @@ def test_latest_never_moves_backwards_on_a_rerun(registry, trained_dir):
 def test_a_missing_version_is_not_found_not_an_integrity_error(tmp_path):
     with pytest.raises(NotFoundError):
         ModelRegistry(tmp_path.as_uri()).resolve("m:1")
+
+
+@pytest.mark.parametrize("bad_path", ["../escaped.bin", "/etc/escaped.bin", "a/../../escaped.bin", "a//b", "./a"])
+def test_a_tampered_manifest_path_is_refused_and_nothing_leaves_the_destination(
+    registry, backend, trained_dir, bad_path
+):
+    """Whoever can write a version's manifest.json must not make ``download`` write outside its destination
+    (nor the integrity check read outside the version)."""
+    source, _ = trained_dir("a")
+    mv = registry.register("m", source).version
+    manifest_path = backend.path(mv.manifest_uri)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"][0]["path"] = bad_path
+    manifest_path.write_text(json.dumps(manifest))
+    dest = f"{backend.scratch_uri}/deep/download"
+
+    with pytest.raises(IntegrityError, match="manifest is not to be trusted.*segment|relative POSIX"):
+        registry.download("m:1", dest)
+    with pytest.raises(IntegrityError, match="manifest is not to be trusted"):
+        registry.verify("m", 1)
+    assert not backend.path(f"{backend.scratch_uri}/deep").exists()
+    assert not backend.path(f"{backend.scratch_uri}/escaped.bin").exists()
