@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -143,12 +143,19 @@ METRICS_FILE = "metrics.json"
 SUCCESS_MARKER = "_SUCCESS"
 #: An evaluation job's verdict under its output URI.
 EVALUATION_FILE = "evaluation.json"
+#: An evaluation job's verdict record under its own output URI (``trainer.common.verdict``): the metric, the
+#: threshold, whether the model passed, and the fingerprint of the files it judged. Promotion reads this, never
+#: a task's state.
+VERDICT_FILE = "verdict.json"
+VERDICT_FORMAT = "trainium-verdict/1"
+#: What a run writes next to its model (the live stream, log cursors): not part of the model's fingerprint.
+RUN_BOOKKEEPING_PREFIXES = ("stream/", ".trainium/")
 #: A prepared data set's index, written last (``"skipped": true`` when there was nothing to train on).
 DATA_INDEX_FILE = "index.json"
 #: The all-reduce smoke test's result.
 ALLREDUCE_FILE = "allreduce.json"
 FILES: frozenset[str] = frozenset(
-    {METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE, FUNCTION_RESULT_FILE}
+    {METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, VERDICT_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE, FUNCTION_RESULT_FILE}
 )
 
 # --- The live metrics stream: <output_uri>/stream/<source>/<seq:06d>.jsonl ---------------------------------
@@ -243,3 +250,17 @@ def parse_chunk(data: str | bytes, where: str = "chunk") -> list[dict[str, Any]]
         if parsed.get(KEY_VERSION) == STREAM_VERSION:
             records.append(parsed)
     return records  # an unterminated ``tail`` is the torn last line: skipped
+
+
+# --- A model's fingerprint: the same formula on both sides (``registry.hashing.fingerprint``) ---------------
+
+
+def model_fingerprint(entries: Iterable[tuple[str, int, str]]) -> str:
+    """sha256 over the sorted ``(relative path, size, sha256)`` of a model's files: what a verdict names and a
+    registry version records, so a verdict holds only for the very files it judged."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path, size, sha in sorted(entries):
+        digest.update(f"{path}\0{size}\0{sha}\n".encode())
+    return digest.hexdigest()
