@@ -28,12 +28,14 @@ def layout_params(
     compute_description: str | None = None,
     stack: str | None = None,
     max_nodes: int | None = None,
+    max_cost_usd_ceiling: float | None = None,
 ) -> dict[str, Param]:
-    """``compute``, ``instance_type``, ``nodes`` and ``stack``; the cross-field rules are checked by
+    """``compute``, ``instance_type``, ``nodes``, ``stack`` and the budget; the cross-field rules are checked by
     ``check_layout`` and the stack by the release table, both in the DAG's first task.
 
     ``instance_types`` and ``computes`` narrow the choices a DAG offers (e.g. multi-node types only);
-    ``stack`` fixes the one stack its trainer runs on (``stack_param(only=...)``); ``max_nodes`` caps ``nodes``.
+    ``stack`` fixes the one stack its trainer runs on (``stack_param(only=...)``); ``max_nodes`` caps ``nodes``;
+    ``max_cost_usd_ceiling`` is the DAG author's budget ceiling (``budget_params``).
     """
     most = max_nodes or max(i.max_nodes for i in CATALOG.values())
     params = {
@@ -42,7 +44,7 @@ def layout_params(
         "nodes": Param(nodes, type="integer", minimum=1, maximum=most),
         "stack": stack_param(only=stack),
     }
-    params.update(budget_params())
+    params.update(budget_params(max_cost_usd_ceiling))
     if instance_types is not None:
         params["instance_type"] = Param(instance_type, enum=sorted(instance_types))
     if computes is not None:
@@ -69,17 +71,34 @@ def stack_param(only: str | None = None) -> Param:
     )
 
 
-def budget_params() -> dict[str, Param]:
+def budget_params(ceiling_usd: float | None = None) -> dict[str, Param]:
     """``max_cost_usd`` (per job: none by default) and ``allow_over_budget_estimate`` (start a job whose worst
-    case exceeds it anyway; the stop when its accrued cost passes the budget still applies)."""
-    return {
-        "max_cost_usd": Param(
-            None,
-            type=["null", "number"],
+    case exceeds it anyway; the stop when its accrued cost passes the budget still applies).
+
+    ``ceiling_usd``: the DAG author's ceiling. ``max_cost_usd`` then defaults to it and a run's conf may lower it
+    but not raise it or clear it; the job operator enforces the same ceiling again before submit
+    (``neuron.budget.capped_budget``), so a run that slipped past the form still gets no more.
+    """
+    if ceiling_usd is not None and (isinstance(ceiling_usd, bool) or not ceiling_usd > 0):
+        raise ValueError(f"ceiling_usd must be a positive number of USD, got {ceiling_usd!r}")
+    budget = Param(
+        None,
+        type=["null", "number"],
+        exclusiveMinimum=0,
+        description="budget of each job in USD: refused before it starts when nodes x price x its timeout "
+        "exceeds it, stopped when its accrued cost passes it",
+    )
+    if ceiling_usd is not None:
+        budget = Param(
+            float(ceiling_usd),
+            type="number",
             exclusiveMinimum=0,
-            description="budget of each job in USD: refused before it starts when nodes x price x its timeout "
-            "exceeds it, stopped when its accrued cost passes it",
-        ),
+            maximum=float(ceiling_usd),
+            description=f"budget of each job in USD, at most ${ceiling_usd:g} (this DAG's ceiling): refused "
+            "before it starts when nodes x price x its timeout exceeds it, stopped when its accrued cost passes it",
+        )
+    return {
+        "max_cost_usd": budget,
         "allow_over_budget_estimate": Param(
             False, type="boolean", description="start a job whose worst case exceeds max_cost_usd anyway"
         ),

@@ -128,6 +128,40 @@ def check_budget(
     )
 
 
+#: The DAG param whose schema ``maximum`` is the DAG author's budget ceiling (``params.budget_params``).
+BUDGET_PARAM = "max_cost_usd"
+
+
+def dag_budget_ceiling(dag: Any) -> float | None:
+    """The ceiling a DAG's author set on ``max_cost_usd`` (its param schema's ``maximum``), None without one.
+
+    It is read from the DAG's definition, never from the run, so a run's conf cannot move it.
+    """
+    params = getattr(dag, "params", None)
+    if params is None or BUDGET_PARAM not in params:
+        return None
+    maximum = params.get_param(BUDGET_PARAM).schema.get("maximum")
+    if isinstance(maximum, bool) or not isinstance(maximum, int | float):
+        return None
+    return float(maximum)
+
+
+def capped_budget(max_cost_usd: Any, ceiling_usd: float | None) -> float | None:
+    """The job's budget under the DAG's ceiling: the ceiling when the run set none, the run's when lower;
+    a budget above the ceiling is a ValueError (refused before submit, not silently cut)."""
+    budget = budget_usd(max_cost_usd)
+    if ceiling_usd is None:
+        return budget
+    if budget is None:
+        return ceiling_usd
+    if budget > ceiling_usd:
+        raise ValueError(
+            f"max_cost_usd ${budget:.2f} is above this DAG's ceiling ${ceiling_usd:.2f}: a run may lower the "
+            "budget, not raise it (the ceiling is the DAG author's, in its params)"
+        )
+    return budget
+
+
 def check_job_budget(
     spec: JobSpec,
     max_cost_usd: Any,

@@ -354,10 +354,12 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def check_budget(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """The worst case (every node billed until the job's own timeout stops it) must fit ``max_cost_usd``."""
-        from airflow_provider_trainium.neuron.budget import check_job_budget
+        from airflow_provider_trainium.neuron.budget import capped_budget, check_job_budget, dag_budget_ceiling
         from airflow_provider_trainium.neuron.pricing import prices_for
 
         prices = prices_for(self.config())
+        # the DAG author's ceiling caps the run's budget here and in the watch (which reads max_cost_usd)
+        self.max_cost_usd = capped_budget(self.max_cost_usd, dag_budget_ceiling(context.get("dag")))
         check = check_job_budget(prepared.spec, self.max_cost_usd, self.allow_over_budget_estimate, prices)
         summary = check.summary()
         if summary:
