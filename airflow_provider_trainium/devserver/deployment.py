@@ -4,6 +4,10 @@ Every component runs as ``python -m airflow <component>`` in its own session, so
 supervisor, which stops them in order; each writes to ``<home>/logs/<component>.log``. The configuration is
 passed as environment variables, so the home's ``airflow.cfg`` (SQLite, used by ``make demo`` and the tests)
 is left as it is.
+
+Every listener is on 127.0.0.1, on ports picked free for this deployment, so two deployments share a host:
+Airflow's own log servers (scheduler, triggerer) bind every interface, so they are skipped and one
+``log-server`` component serves the shared log folder (Airflow's log server app under uvicorn) for both.
 """
 
 from __future__ import annotations
@@ -15,18 +19,26 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
+from airflow_provider_trainium.devserver.host_check import ALLOWED_HOSTS_ENV
 from airflow_provider_trainium.devserver.postgres import PostgresCluster, free_port, port_is_free
+from airflow_provider_trainium.devserver.private_files import write_private
 
-COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "log-server")
 USERNAME = "admin"
-DEFAULT_PASSWORD = "admin"
 DEFAULT_UI_PORT = 8080
+LOOPBACK = "127.0.0.1"
+#: ``[core] hostname_callable``: task instances and triggerer jobs record 127.0.0.1 as their host, so the API
+#: server fetches their logs from the loopback-only log server.
+HOSTNAME_CALLABLE = "airflow_provider_trainium.devserver.host_check.loopback"
+#: How much of a stop's grace PostgreSQL's own shutdown gets (the rest goes to the Airflow components).
+PG_STOP_SHARE = 0.25
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -51,7 +63,12 @@ class Deployment:
         if ui_port is None:
             ui_port = DEFAULT_UI_PORT if port_is_free(DEFAULT_UI_PORT) else free_port()
         self.ui_port = ui_port
-        self.password = password or DEFAULT_PASSWORD
+        self.log_port = free_port()
+        self.health_port = free_port()
+        self.passwords_file = self.state_dir / "passwords.json"
+        #: True when no password was given or kept from an earlier start: ``make airflow`` prints it once.
+        self.password_generated = False
+        self.password = password or self._kept_password() or self._new_password()
         #: username -> simple auth manager role (``viewer``, ``user``, ``op``...) besides the admin; each
         #: gets a random password, kept in ``passwords``.
         self.extra_users = dict(extra_users or {})
@@ -64,10 +81,25 @@ class Deployment:
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.procs: dict[str, subprocess.Popen] = {}
         self.groups: set[int] = set()  # every process group started, killed ones' leftovers included
+        #: Held while components are started, killed or stopped, so a supervisor never sees a half-done restart.
+        self.lock = threading.RLock()
+        #: Between a finished ``start()`` and ``stop()``: only then does a supervisor restart what died.
+        self.running = False
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.ui_port}"
+        return f"http://{LOOPBACK}:{self.ui_port}"
+
+    def _kept_password(self) -> str | None:
+        """The admin password of an earlier start of this home (``passwords.json``), if any."""
+        try:
+            return json.loads(self.passwords_file.read_text()).get(USERNAME) or None
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def _new_password(self) -> str:
+        self.password_generated = True
+        return secrets.token_urlsafe(16)
 
     def _secrets(self) -> dict[str, str]:
         """Keys every component must share (JWTs between API server and workers, Fernet for connections)."""
@@ -77,15 +109,18 @@ class Deployment:
 
             keys = {"jwt": secrets.token_urlsafe(32), "secret": secrets.token_urlsafe(32),
                     "fernet": Fernet.generate_key().decode()}  # fmt: skip
-            path.write_text(json.dumps(keys))
-            path.chmod(0o600)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            write_private(path, json.dumps(keys))
         return json.loads(path.read_text())
+
+    def allowed_hosts(self) -> list[str]:
+        """The ``Host`` headers the API server answers: this deployment's own addresses, nothing a DNS name
+        rebound to 127.0.0.1 would send."""
+        return [f"{LOOPBACK}:{self.ui_port}", f"localhost:{self.ui_port}"]
 
     def env(self) -> dict[str, str]:
         keys = self._secrets()
-        passwords = self.state_dir / "passwords.json"
-        passwords.write_text(json.dumps(self.passwords) + "\n")
-        passwords.chmod(0o600)
+        write_private(self.passwords_file, json.dumps(self.passwords) + "\n")
         return {
             **self.base_env,
             "AIRFLOW_HOME": str(self.home),
@@ -101,10 +136,16 @@ class Deployment:
                 [f"{USERNAME}:admin", *(f"{name}:{role}" for name, role in self.extra_users.items())]
             ),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
+            "AIRFLOW__CORE__HOSTNAME_CALLABLE": HOSTNAME_CALLABLE,
             "AIRFLOW__API__SECRET_KEY": keys["secret"],
             "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt"],
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.log_dir),
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.log_port),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.log_port),
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": LOOPBACK,
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(self.health_port),
+            ALLOWED_HOSTS_ENV: ",".join(self.allowed_hosts()),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU"),
             "TOKENIZERS_PARALLELISM": "false",
@@ -127,26 +168,38 @@ class Deployment:
         self.postgres.start()
         try:
             self.airflow("db", "migrate")
-            for component in COMPONENTS:
-                self.start_component(component)
+            with self.lock:
+                for component in COMPONENTS:
+                    self.start_component(component)
             self.write_state()
             self.wait_healthy(timeout)
         except BaseException:
             self.stop()
             raise
+        self.running = True
 
-    def start_component(self, component: str) -> subprocess.Popen:
+    def command(self, component: str) -> list[str]:
+        """The component's command line; every listener on 127.0.0.1."""
+        if component == "log-server":
+            return [sys.executable, "-m", "uvicorn", "airflow.utils.serve_logs.log_server:get_app", "--factory",
+                    "--host", LOOPBACK, "--port", str(self.log_port), "--no-access-log"]  # fmt: skip
         args = [component]
         if component == "api-server":
-            args += ["--host", "127.0.0.1", "--port", str(self.ui_port), "--workers", "1"]
-        log = open(self.log_dir / f"{component}.log", "a")  # noqa: SIM115 (kept open for the process's life)
-        proc = subprocess.Popen([sys.executable, "-m", "airflow", *args], env=self.env(), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-        log.close()
-        self.procs[component] = proc
-        self.groups.add(proc.pid)
-        self.write_state()
-        return proc
+            args += ["--host", LOOPBACK, "--port", str(self.ui_port), "--workers", "1"]
+        elif component in ("scheduler", "triggerer"):
+            args += ["--skip-serve-logs"]  # their log servers bind every interface: the log-server serves both
+        return [sys.executable, "-m", "airflow", *args]
+
+    def start_component(self, component: str) -> subprocess.Popen:
+        with self.lock:
+            log = open(self.log_dir / f"{component}.log", "a")  # noqa: SIM115 (kept open for the process's life)
+            proc = subprocess.Popen(self.command(component), env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # fmt: skip
+            log.close()
+            self.procs[component] = proc
+            self.groups.add(proc.pid)
+            self.write_state()
+            return proc
 
     def health(self) -> dict[str, str]:
         """Component -> status from ``/api/v2/monitor/health`` (empty while the API server is not up)."""
@@ -158,11 +211,13 @@ class Deployment:
         return {name: str(part.get("status")) for name, part in body.items() if isinstance(part, dict)}
 
     def wait_healthy(self, timeout: float = 300, components: tuple[str, ...] = ("scheduler", "triggerer",
-                                                                                "dag_processor")) -> None:  # fmt: skip
+                     "dag_processor"), *, exit_fails: bool = True) -> None:  # fmt: skip
+        """Until the health endpoint reports the database and ``components`` healthy; a component that exits
+        meanwhile fails it, unless ``exit_fails`` is off (a supervisor restarts it)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
+            for name, proc in list(self.procs.items()):
+                if exit_fails and proc.poll() is not None:
                     raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.tail(name)}")
             status = self.health()
             if status and all(status.get(c) == "healthy" for c in ("metadatabase", *components)):
@@ -181,32 +236,40 @@ class Deployment:
     def kill(self, component: str, sig: int = signal.SIGKILL, *, group: bool = True) -> None:
         """Signal a component: its whole process group, or (``group=False``) only its main process, as when
         the scheduler alone dies and the LocalExecutor's workers keep running their tasks."""
-        proc = self.procs[component]
-        with contextlib.suppress(ProcessLookupError):
-            (os.killpg if group else os.kill)(proc.pid, sig)
-        proc.wait(timeout=60)
+        with self.lock:
+            proc = self.procs[component]
+            with contextlib.suppress(ProcessLookupError):
+                (os.killpg if group else os.kill)(proc.pid, sig)
+            proc.wait(timeout=60)
 
     def restart(self, component: str, *, group: bool = True) -> None:
-        """SIGKILL a component and start it again."""
-        self.kill(component, group=group)
-        self.start_component(component)
+        """SIGKILL a component and start it again (under the lock: a supervisor sees neither step alone)."""
+        with self.lock:
+            self.kill(component, group=group)
+            self.start_component(component)
 
     def stop(self, grace: float = 30) -> None:
-        """SIGTERM every component, SIGKILL what is left after ``grace`` seconds, then stop PostgreSQL."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                _signal_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for proc in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            proc.wait()
-        for pgid in self.groups:  # workers left in a group, also those of killed components
-            _signal_group(pgid, signal.SIGKILL)
-        self.procs.clear()
-        self.groups.clear()
-        self.postgres.stop()
-        (self.state_dir / "state.json").unlink(missing_ok=True)
+        """Stop everything within ``grace`` seconds: SIGTERM every component, SIGKILL every process group still
+        there at one deadline, then PostgreSQL's fast shutdown in the last ``PG_STOP_SHARE`` of the grace."""
+        started = time.monotonic()
+        with self.lock:
+            self.running = False
+            for proc in self.procs.values():
+                if proc.poll() is None:
+                    _signal_group(proc.pid, signal.SIGTERM)
+            deadline = started + grace * (1 - PG_STOP_SHARE)
+            for proc in self.procs.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            for pgid in self.groups:  # what ignored SIGTERM, workers left in a group, killed components' leftovers
+                _signal_group(pgid, signal.SIGKILL)
+            for proc in self.procs.values():  # reap; a SIGKILLed process is gone at once
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.1, deadline + 1 - time.monotonic()))
+            self.procs.clear()
+            self.groups.clear()
+            self.postgres.stop(timeout=max(1.0, started + grace - time.monotonic()))
+            (self.state_dir / "state.json").unlink(missing_ok=True)
 
     def write_state(self) -> None:
         state = {
@@ -216,7 +279,8 @@ class Deployment:
             "components": {name: proc.pid for name, proc in self.procs.items()},
             "groups": sorted(self.groups),
         }
-        (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
+        with self.lock:
+            (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
 
 
 def _signal_group(pid: int, sig: int) -> None:

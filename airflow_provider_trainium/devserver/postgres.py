@@ -14,7 +14,10 @@ import shutil
 import socket
 import subprocess
 import time
+from functools import cached_property
 from pathlib import Path
+
+from airflow_provider_trainium.devserver.private_files import write_private
 
 DATABASE = "airflow"
 USER = "airflow"
@@ -51,8 +54,11 @@ class PostgresCluster:
         self.data = root / "data"
         self.port = port or free_port()
         self.log_file = log_file or root / "postgres.log"
-        self.bin = server_bin_dir()
         self.run_as = "postgres" if os.geteuid() == 0 else None
+
+    @cached_property
+    def bin(self) -> Path:
+        return server_bin_dir()
 
     @property
     def password(self) -> str:
@@ -79,8 +85,7 @@ class PostgresCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         self.data.mkdir(mode=0o700)
         password_file = self.root / "password"
-        password_file.write_text(secrets.token_urlsafe(16) + "\n")
-        password_file.chmod(0o600)
+        write_private(password_file, secrets.token_urlsafe(16) + "\n")
         self._own(self.root, self.data, password_file)
         subprocess.run(
             self._cmd(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, "--pwfile", str(password_file),
@@ -126,9 +131,36 @@ class PostgresCluster:
                               capture_output=True)  # fmt: skip
         return done.returncode == 0
 
-    def stop(self) -> None:
-        if self.data.exists() and self.running():
-            subprocess.run(
-                self._cmd(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"),
-                check=True, capture_output=True, start_new_session=True,
-            )  # fmt: skip
+    def alive(self) -> bool:
+        """Whether the postmaster named in ``postmaster.pid`` runs: no process started, cheap enough to poll."""
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def stop(self, timeout: float = 10) -> None:
+        """Fast shutdown (sessions ended, no waiting for clients) within ``timeout`` s, then immediate."""
+        if not (self.data.exists() and self.running()):
+            return
+        deadline = time.monotonic() + timeout
+        for mode, share in (("fast", 0.7), ("immediate", 1.0)):
+            left = max(1.0, deadline - time.monotonic())
+            wait = max(1, int(left * share))
+            try:
+                subprocess.run(
+                    self._cmd(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", str(wait),
+                              "stop"),
+                    check=True, capture_output=True, start_new_session=True, timeout=wait + 1,
+                )  # fmt: skip
+                return
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                if not self.running():
+                    return
+        raise RuntimeError(f"PostgreSQL in {self.data} did not stop within {timeout:.0f} s")

@@ -1,0 +1,105 @@
+"""The supervisor starts again what died, alone, after a delay that doubles while it keeps dying."""
+
+from __future__ import annotations
+
+import io
+
+from airflow_provider_trainium.devserver.supervisor import POSTGRES, Backoff, Supervisor
+from tests.unit.devserver.conftest import QUICK_DEATH
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def supervisor(dep, clock: Clock) -> Supervisor:
+    return Supervisor(dep, clock=clock, out=io.StringIO())
+
+
+def test_a_dead_component_is_started_again_after_its_delay_and_the_others_are_left_alone(make_deployment):
+    dep = make_deployment()
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    assert sup.supervise_once() == []
+    scheduler, triggerer = dep.procs["scheduler"].pid, dep.procs["triggerer"].pid
+    dep.kill("triggerer")
+    events = sup.supervise_once()
+    assert events == ["triggerer died after 0 s; starting it again in 1 s"]
+    assert dep.procs["triggerer"].poll() is not None  # not before its delay
+    clock.now += 1
+    assert sup.supervise_once() == ["triggerer started again (restart 1)"]
+    assert dep.procs["triggerer"].pid != triggerer and dep.procs["triggerer"].poll() is None
+    assert dep.procs["scheduler"].pid == scheduler and dep.procs["scheduler"].poll() is None
+
+
+def test_the_delay_doubles_up_to_its_cap_and_starts_over_after_a_healthy_run(make_deployment):
+    dep = make_deployment({"dag-processor": QUICK_DEATH}, "dag-processor")
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    sup.backoff = Backoff(first=1, factor=2, cap=8, healthy_after=60)
+    delays = []
+    for _ in range(5):
+        dep.procs["dag-processor"].wait()
+        sup.supervise_once()
+        delays.append(sup.watches["dag-processor"].due - clock.now)
+        clock.now += delays[-1]
+        assert sup.supervise_once()[-1].startswith("dag-processor started again")
+    assert delays == [1, 2, 4, 8, 8]
+    clock.now += 61  # this start "ran" a minute before dying: healthy, so the next delay is the first again
+    dep.procs["dag-processor"].wait()
+    sup.supervise_once()
+    assert sup.watches["dag-processor"].due - clock.now == 1
+
+
+def test_postgres_is_started_again_first_and_components_wait_for_it(make_deployment):
+    dep = make_deployment()
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    sup.supervise_once()
+    sup.held.add(POSTGRES)  # a timed outage: the database stays down while held
+    dep.postgres.up = False
+    dep.kill("scheduler")
+    sup.supervise_once()  # both deaths noticed
+    clock.now += 100
+    events = sup.supervise_once()
+    assert dep.procs["scheduler"].poll() is not None, events  # no scheduler while the database is down
+    assert dep.postgres.starts == 0
+    sup.held.clear()
+    events = sup.supervise_once()
+    assert dep.postgres.starts == 1
+    assert events[-2:] == ["postgres started again (restart 1)", "scheduler started again (restart 1)"]
+    assert dep.procs["scheduler"].poll() is None
+
+
+def test_a_database_that_does_not_start_is_tried_again_later(make_deployment):
+    dep = make_deployment()
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    sup.supervise_once()
+
+    def refuse() -> None:
+        raise RuntimeError("port in use")
+
+    dep.postgres.up = False
+    dep.postgres.start = refuse
+    clock.now += 1
+    sup.supervise_once()
+    clock.now += 1
+    assert sup.supervise_once() == ["postgres did not start (port in use); trying again in 2 s"]
+    assert sup.supervise_once() == []  # not before its delay
+
+
+def test_a_deployment_being_stopped_is_not_healed(make_deployment):
+    dep = make_deployment()
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    sup.supervise_once()
+    dep.kill("triggerer")
+    dep.running = False
+    clock.now += 100
+    assert sup.supervise_once() == []
+    assert dep.procs["triggerer"].poll() is not None
