@@ -12,12 +12,41 @@ import asyncio
 import contextlib
 import random
 import weakref
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_trainium.compute.batch.status import is_throttling
 
 DESCRIBE_JOBS_MAX = 100
+
+
+@dataclass
+class Backoff:
+    """The poll interval's schedule: ``interval`` while calls succeed, doubled (up to ``max_interval``) after each
+    failed one. Throttling is waited out however long it lasts; any other error ends the loop at the
+    ``max_errors``-th in a row (the watch loops then see it)."""
+
+    interval: float
+    max_interval: float = 300.0
+    max_errors: int = 5
+    delay: float = field(init=False)
+    errors: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.delay = self.interval
+
+    def succeeded(self) -> float:
+        self.errors, self.delay = 0, self.interval
+        return self.delay
+
+    def failed(self, error: BaseException) -> float:
+        """The next delay after ``error``; raises it when it is not throttling and too many came in a row."""
+        self.errors += 1
+        if not is_throttling(error) and self.errors >= self.max_errors:
+            raise error
+        self.delay = min(self.max_interval, self.delay * 2)
+        return self.delay
 
 
 class BatchJobPoller:
@@ -41,13 +70,16 @@ class BatchJobPoller:
         jitter: float = 0.1,
         max_interval: float = 300.0,
         max_errors: int = 5,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
+        """``sleep``: how the loop waits between rounds (a test passes a clock of its own)."""
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.interval = interval
         self.jitter = jitter
         self.max_interval = max_interval
         self.max_errors = max_errors
+        self.sleep = sleep
         self.rounds = 0
         self.describe_calls = 0
         self._watched: dict[str, int] = {}
@@ -137,11 +169,10 @@ class BatchJobPoller:
         return found
 
     async def _run(self) -> None:
-        delay = self.interval
-        errors = 0
+        backoff = Backoff(self.interval, self.max_interval, self.max_errors)
         try:
             while self._watched or self._waiters:
-                await asyncio.sleep(self._sleep_time(delay))
+                await self.sleep(self._sleep_time(backoff.delay))
                 ids = list(dict.fromkeys([*self._watched, *self._once]))
                 once, self._once = self._once, set()
                 waiters, self._waiters = self._waiters, []
@@ -151,15 +182,11 @@ class BatchJobPoller:
                 try:
                     found = await self._describe(ids)
                 except Exception as err:
-                    errors += 1
                     self._once |= once
                     self._waiters = waiters + self._waiters
-                    if not is_throttling(err) and errors >= self.max_errors:
-                        raise
-                    delay = min(self.max_interval, delay * 2)
+                    backoff.failed(err)
                     continue
-                errors = 0
-                delay = self.interval
+                backoff.succeeded()
                 self.rounds += 1
                 self._resolve(waiters, found)
         except BaseException as err:
