@@ -44,13 +44,51 @@ def _actor(context: Context) -> dict[str, Any]:
     return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "try_number": ti.try_number}
 
 
-def may_promote(context: Context, promote_manual_runs: bool, log: Any) -> bool:
-    """Scheduled and backfill runs may promote; a manual run only when the DAG's author allows it."""
-    run_type = str(getattr(context["dag_run"], "run_type", "") or "")
-    if run_type.rsplit(".", 1)[-1].lower() == "manual" and not promote_manual_runs:
+def may_promote(context: Context, promote_manual_runs: bool, log: Any, promote_backfill_runs: bool = False) -> bool:
+    """Scheduled runs may promote; a manual run only when the DAG's author allows it, and a backfill (whoever may
+    trigger may backfill, with their own conf) only when the author allows backfills, separately."""
+    run_type = str(getattr(context["dag_run"], "run_type", "") or "").rsplit(".", 1)[-1].lower()
+    if run_type == "manual" and not promote_manual_runs:
         log.info("manual run: registered, not promoted (the DAG does not let manual runs promote)")
         return False
+    if run_type == "backfill" and not promote_backfill_runs:
+        log.info("backfill run: registered, not promoted (the DAG does not let backfill runs promote)")
+        return False
     return True
+
+
+def evaluation_uri(context: Context, evaluation_task_id: str) -> str:
+    """Where this run's evaluation task wrote its verdict: derived from the run and the DAG, checked against
+    its XCom."""
+    from airflow_provider_trainium.operators.run_outputs import task_output_uri
+
+    return task_output_uri(context, evaluation_task_id)
+
+
+def require_verdict(
+    context: Context,
+    evaluation_task_id: str | None,
+    fingerprint: str,
+    trainium_conn_id: str,
+    log: Any,
+    must_pass: bool = True,
+) -> dict[str, Any]:
+    """The evaluation job's verdict for the files whose fingerprint is ``fingerprint``; AirflowFailException
+    (no retry) when it is missing, judged other files or (``must_pass``) failed, whatever the task states say."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.registry.verdict import VerdictError, check_verdict, describe, read_verdict
+
+    if not evaluation_task_id:
+        raise AirflowFailException("no evaluation task named: pass evaluation_task_id, or require_evaluation=False")
+    try:
+        where = evaluation_uri(context, evaluation_task_id)
+        verdict = read_verdict(where, trainium_conn_id=trainium_conn_id)
+        verdict = check_verdict(verdict, fingerprint, where, must_pass=must_pass)
+    except (VerdictError, ValueError) as err:
+        raise AirflowFailException(f"refusing model files {fingerprint[:12]}...: {err}") from err
+    log.info("verdict of %s: %s (model files %s...)", evaluation_task_id, describe(verdict), fingerprint[:12])
+    return verdict
 
 
 class RegisterModelOperator(BaseOperator):
@@ -78,6 +116,14 @@ class RegisterModelOperator(BaseOperator):
         only moves forward: a rerun of an older run never points it back at an older version.
     :param promote_manual_runs: whether a manually triggered run may move ``promote_alias``. A DAG author's
         setting, off by default: someone who may only trigger the DAG must not decide what ``latest`` is.
+    :param promote_backfill_runs: whether a backfill run may move ``promote_alias`` (off by default: whoever may
+        trigger may backfill, with their own conf).
+    :param evaluation_task_id: the evaluation job task whose verdict record (``registry.verdict``) must have
+        passed these very files; read from its output location derived from the run, never from task states.
+    :param require_evaluation: False registers without a verdict (a DAG without an evaluation). A DAG author's
+        explicit choice: the default refuses a model no evaluation passed.
+    :param register_failed_models: register a model whose verdict failed too (it is never promoted): for a DAG
+        that keeps every run's model and lets a separate gate promote. Its verdict must still name these files.
     :param cost_task_id: the job task whose cost (its ``trainium_cost`` XCom) the manifest records; default:
         the nearest upstream ``NeuronTrainingOperator`` (else the nearest ``NeuronJobOperator``).
     """
@@ -109,12 +155,20 @@ class RegisterModelOperator(BaseOperator):
         trainium_conn_id: str = DEFAULT_CONN_ID,
         promote_alias: str | None = None,
         promote_manual_runs: bool = False,
+        promote_backfill_runs: bool = False,
+        evaluation_task_id: str | None = "evaluate",
+        require_evaluation: bool = True,
+        register_failed_models: bool = False,
         cost_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.model_name = validate_model_name(model_name)
         self.cost_task_id = cost_task_id
         self.promote_manual_runs = promote_manual_runs
+        self.promote_backfill_runs = promote_backfill_runs
+        self.evaluation_task_id = evaluation_task_id
+        self.require_evaluation = require_evaluation
+        self.register_failed_models = register_failed_models
         asset = model_asset(model_name)
         outlets = list(kwargs.pop("outlets", None) or [])
         if asset not in outlets:
@@ -143,6 +197,14 @@ class RegisterModelOperator(BaseOperator):
         if self.promote_alias:
             validate_alias(self.promote_alias)
         registry = open_registry(self.artifact_root, self.aws_conn_id, self.trainium_conn_id)
+        verdict: dict[str, Any] | None = None
+        if self.require_evaluation:
+            from airflow_provider_trainium.registry import store
+            from airflow_provider_trainium.registry.verdict import files_fingerprint
+
+            fingerprint = files_fingerprint(store.open_root(source, registry.conn_id))
+            verdict = require_verdict(context, self.evaluation_task_id, fingerprint, self.trainium_conn_id, self.log,
+                                      must_pass=not self.register_failed_models)  # fmt: skip
         result = registry.register(
             self.model_name,
             source,
@@ -164,7 +226,11 @@ class RegisterModelOperator(BaseOperator):
             "registered" if result.created else "exists",
             mv.uri,
         )
-        if self.promote_alias and may_promote(context, self.promote_manual_runs, self.log):
+        passed = verdict is None or verdict.get("passed") is True  # None: the DAG registers without an evaluation
+        if not passed and self.promote_alias:
+            self.log.info("the evaluation failed this model: registered, not promoted")
+        if passed and self.promote_alias and may_promote(context, self.promote_manual_runs, self.log,
+                                                         self.promote_backfill_runs):  # fmt: skip
             state = registry.promote(
                 mv.name, self.promote_alias, mv.version, moved_by=_actor(context), forward_only=True
             )
@@ -228,6 +294,11 @@ class PromoteModelAliasOperator(BaseOperator):
     :param forward_only: never move the alias to a version older than the one it points at (for ``latest``:
         a rerun of an old interval must not move it back). Off for deliberate rollbacks.
     :param promote_manual_runs: whether a manually triggered run may move the alias (a DAG author's setting).
+    :param promote_backfill_runs: whether a backfill run may move the alias (off by default).
+    :param evaluation_task_id: the evaluation job task of this run whose verdict must have passed the version's
+        very files (its manifest fingerprint).
+    :param require_evaluation: False moves the alias without a verdict (a rollback, a DAG without an
+        evaluation): the DAG author's explicit choice.
     """
 
     template_fields: Sequence[str] = ("version", "alias", "reason", "artifact_root")
@@ -244,12 +315,18 @@ class PromoteModelAliasOperator(BaseOperator):
         trainium_conn_id: str = DEFAULT_CONN_ID,
         forward_only: bool = False,
         promote_manual_runs: bool = True,
+        promote_backfill_runs: bool = False,
+        evaluation_task_id: str | None = "evaluate",
+        require_evaluation: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.model_name = validate_model_name(model_name)
         self.forward_only = forward_only
         self.promote_manual_runs = promote_manual_runs
+        self.promote_backfill_runs = promote_backfill_runs
+        self.evaluation_task_id = evaluation_task_id
+        self.require_evaluation = require_evaluation
         self.alias = alias
         self.version = version
         self.reason = reason
@@ -265,10 +342,13 @@ class PromoteModelAliasOperator(BaseOperator):
         version = validate_version(version)
         validate_alias(self.alias)
         registry = open_registry(self.artifact_root, self.aws_conn_id, self.trainium_conn_id)
-        if not may_promote(context, self.promote_manual_runs, self.log):
+        if not may_promote(context, self.promote_manual_runs, self.log, self.promote_backfill_runs):
             from airflow.providers.common.compat.sdk import AirflowSkipException
 
-            raise AirflowSkipException("manual runs of this DAG do not move aliases")
+            raise AirflowSkipException("runs of this type do not move this DAG's aliases")
+        if self.require_evaluation:
+            fingerprint = str(registry.get_version(self.model_name, version).manifest.get("fingerprint"))
+            require_verdict(context, self.evaluation_task_id, fingerprint, self.trainium_conn_id, self.log)
         state = registry.promote(
             self.model_name,
             self.alias,

@@ -2,7 +2,8 @@
 
 Writes ``evaluation.json`` to ``--output-uri``: both losses and perplexities and ``improved`` (the
 fine-tuned loss beats the base's by more than ``--min-improvement``). Without a base model the
-reference is the seeded random initialization of the same architecture.
+reference is the seeded random initialization of the same architecture. Then the verdict record
+(``trainer.common.verdict``) next to it: promotion reads that record, whatever Airflow's task states say.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from trainer.common import uri as uris
 from trainer.common.device import init_runtime
 from trainer.common.errors import BadInputError, exits_on_bad_input
 from trainer.common.inputs import check_input
+from trainer.common.verdict import write_verdict
 from trainer.llama.data import load_blocks, read_index
 from trainer.llama.hf_checkpoint import HFCheckpoint
 from trainer.llama.model import base_model, build_config
@@ -68,6 +70,19 @@ def main(argv: list[str] | None = None) -> None:
     }
     uris.write_json(uris.join(args.output_uri, boundary.EVALUATION_FILE), result)
     log.info("evaluation %s", json.dumps(result, sort_keys=True))
+    verdict = write_verdict(
+        args.output_uri,
+        model_uri=args.model_uri,
+        metric="eval_loss",
+        value=result["eval_loss"],
+        threshold=round(base_loss - args.min_improvement, 6),
+        comparison="<",
+        passed=result["improved"],
+        details=result,
+    )
+    log.info(
+        "verdict: %s for model files %s", "passed" if verdict["passed"] else "failed", verdict["model_fingerprint"][:12]
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """Evaluate a trained MLP on the test split; fail the job when accuracy is below ``--min-accuracy``.
 
+Writes ``evaluation.json`` next to the model (it is registered with it) and then the verdict record
+(``trainer.common.verdict``) to ``--output-uri`` (the job's own output): promotion reads that record, whatever
+Airflow's task states say.
+
 On the native stack (``TRAINIUM_STACK=native``) it runs on the native device in plain PyTorch: the native image
 has no torch-xla to run the XLA path's runtime on.
 """
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import numpy as np
@@ -18,6 +23,7 @@ from trainer.common import uri as uris
 from trainer.common.device import Runtime, init_runtime
 from trainer.common.errors import exits_on_bad_input
 from trainer.common.stack import selected_stack
+from trainer.common.verdict import write_verdict
 from trainer.mnist_mlp.idx import load_split
 from trainer.mnist_mlp.model import MLP
 from trainer.mnist_mlp.train import evaluate, to_features
@@ -51,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--min-accuracy", type=float, default=0.0)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--compile-cache-uri", default=None)
+    p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI), help="where the verdict goes")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
@@ -61,6 +68,19 @@ def main(argv: list[str] | None = None) -> None:
     result = {"accuracy": round(accuracy, 5), "samples": len(labels), "min_accuracy": args.min_accuracy}
     uris.write_json(uris.join(args.model_uri, boundary.EVALUATION_FILE), result)
     log.info("evaluation %s", result)
+    if args.output_uri:
+        passed = accuracy >= args.min_accuracy
+        verdict = write_verdict(
+            args.output_uri,
+            model_uri=args.model_uri,
+            metric="accuracy",
+            value=result["accuracy"],
+            threshold=args.min_accuracy,
+            comparison=">=",
+            passed=passed,
+            details=result,
+        )
+        log.info("verdict: %s for model files %s", "passed" if passed else "failed", verdict["model_fingerprint"][:12])
     if accuracy < args.min_accuracy:
         print(f"accuracy {accuracy:.4f} is below --min-accuracy {args.min_accuracy}", file=sys.stderr)
         sys.exit(EXIT_BELOW_THRESHOLD)

@@ -92,6 +92,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
             image="repo/trainium@sha256:" + "cd" * 32,
             promote_alias="staging",
             promote_manual_runs=True,
+            require_evaluation=False,  # no evaluation in this DAG: the author says so
             params={"source": source},
         )
         promote = PromoteModelAliasOperator(
@@ -102,6 +103,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
             reason="accuracy above 0.9",
             artifact_root=backend.root_uri,
             aws_conn_id=backend.conn_id,
+            require_evaluation=False,
         )
         wait = RegisteredModelSensor(
             task_id="wait_production",

@@ -1,0 +1,74 @@
+"""Evidence for registering and promoting a model: the evaluation job's verdict record, checked against the files.
+
+Airflow's task states are not evidence: whoever may edit task instances can mark a failed ``evaluate`` as a
+success. The evaluation job itself writes ``verdict.json`` to its own output location (``trainer.common.verdict``):
+the metric, the threshold, pass or fail, and the fingerprint of the files it judged (the registry's formula,
+``boundary.model_fingerprint``). Registering and promoting re-read it and refuse a model whose verdict is missing,
+failed, or was computed for other files (``check_verdict``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow_provider_trainium.registry.errors import RegistryError
+from trainer import boundary
+
+
+class VerdictError(RegistryError, ValueError):
+    """No passing verdict for these very files: nothing is registered or promoted (a retry changes nothing)."""
+
+
+def verdict_uri(evaluation_uri: str) -> str:
+    """Where an evaluation job whose output location is ``evaluation_uri`` writes its verdict."""
+    return f"{evaluation_uri.rstrip('/')}/{boundary.VERDICT_FILE}"
+
+
+def read_verdict(evaluation_uri: str, *, aws_conn_id: str | None = None, trainium_conn_id: str | None = None) -> Any:
+    """The verdict record under ``evaluation_uri`` (None when there is none); read with the connection's
+    credentials, like every artifact."""
+    from airflow_provider_trainium import artifacts
+    from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+
+    data = artifacts.read_bytes(verdict_uri(evaluation_uri), missing_ok=True, aws_conn_id=aws_conn_id,
+                                trainium_conn_id=trainium_conn_id or DEFAULT_CONN_ID)  # fmt: skip
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError as err:
+        raise VerdictError(f"{verdict_uri(evaluation_uri)} is not a verdict record: {err}") from err
+
+
+def check_verdict(verdict: Any, fingerprint: str, evaluation_uri: str, must_pass: bool = True) -> dict[str, Any]:
+    """The verdict, when it judged the files whose fingerprint is ``fingerprint`` and (``must_pass``) passed them;
+    else VerdictError."""
+    where = verdict_uri(evaluation_uri)
+    if verdict is None:
+        raise VerdictError(f"no verdict at {where}: the evaluation job did not judge this model (task states are "
+                           "not evidence)")  # fmt: skip
+    if not isinstance(verdict, dict) or verdict.get("format") != boundary.VERDICT_FORMAT:
+        raise VerdictError(f"{where} is not a {boundary.VERDICT_FORMAT} record")
+    judged = verdict.get("model_fingerprint")
+    if judged != fingerprint:
+        raise VerdictError(f"the verdict at {where} judged model files {str(judged)[:12]}..., not these "
+                           f"({fingerprint[:12]}...): it says nothing about them")  # fmt: skip
+    if must_pass and verdict.get("passed") is not True:
+        raise VerdictError(f"the verdict at {where} failed the model: {verdict.get('metric')} {verdict.get('value')} "
+                           f"(needs {verdict.get('comparison')} {verdict.get('threshold')})")  # fmt: skip
+    return verdict
+
+
+def files_fingerprint(path: Any) -> str:
+    """The registry's fingerprint of the files under ``path`` (an ObjectStoragePath), what a version records."""
+    from airflow_provider_trainium.registry.hashing import RUN_BOOKKEEPING, fingerprint, hash_tree
+
+    return fingerprint(hash_tree(path, skip=RUN_BOOKKEEPING))
+
+
+def describe(verdict: dict[str, Any]) -> str:
+    """One line for the log: ``accuracy 0.97 >= 0.9: passed``."""
+    state = "passed" if verdict.get("passed") else "failed"
+    metric, value = verdict.get("metric"), verdict.get("value")
+    return f"{metric} {value} {verdict.get('comparison')} {verdict.get('threshold')}: {state}"
