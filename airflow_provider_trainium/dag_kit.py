@@ -4,10 +4,14 @@
 * ``job_layout``: the operator arguments that put a job where the run params say (compute, instance type,
   nodes, image), as templates.
 * ``check_params_task``: the first task. It refuses a bad layout, an untrusted image or an input outside the
-  allowed prefixes before anything paid starts, and may return the run's plan (its URIs), which later tasks
-  read with ``planned(key)``.
+  allowed prefixes before anything paid starts, and may return the run's plan (its URIs), which it also writes
+  as a record under the run's prefix; later tasks read it with ``planned(key)`` (from the record, checked
+  against the XCom).
+* ``output_of(task_id)``, ``compile_cache_of(task_id)``: another job task's output (compile cache) for this run,
+  derived from the run's identity and the DAG's layout, checked against its XCom (``operators.run_outputs``).
 * ``has_data_task``: ends a run with a clear skip when data preparation found nothing to train on.
-* ``evaluation_gate_task``, ``promote_latest``: promote a registered model only when its evaluation passed.
+* ``evaluation_gate_task``, ``promote_latest``: promote a registered model only when the evaluation job's
+  verdict record passed its very files (``registry.verdict``), whatever the task states say.
 * ``image_branch_task``: builds the training image only for remote compute without an ``image`` param.
 * ``compile_then_train``: the compile step and the training step on the same layout, the cache wired through.
 * ``prepare_llama_data``: the Llama data job (corpus -> tokenizer + blocks) at the plan's URIs.
@@ -51,15 +55,100 @@ FLAG_NAMES = {"learning_rate": "--lr"}
 PlanFunction = Callable[[Mapping[str, Any], "TrainiumConfig", Mapping[str, Any]], dict[str, Any]]
 
 
+#: The plan record the first task writes under its own place in the run's prefix.
+PLAN_RECORD = "plan.json"
+
+
 def planned(key: str, task_id: str = PLAN_TASK_ID) -> str:
-    """A template for one value of the run plan that the ``task_id`` task returned."""
-    return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
+    """A template for one value of the run plan that the ``task_id`` task wrote (``plan_record``)."""
+    return "{{ trainium_plan('" + task_id + "')['" + key + "'] }}"
+
+
+def output_of(task_id: str) -> str:
+    """A template for the output URI of this run's ``task_id`` job task, derived as that task chose it."""
+    return "{{ trainium_output('" + task_id + "') }}"
+
+
+def compile_cache_of(task_id: str) -> str:
+    """A template for the compile cache this run's ``task_id`` compile task filled, derived as it chose it."""
+    return "{{ trainium_compile_cache('" + task_id + "') }}"
+
+
+def plan_record_uri(artifact_root: str, dag_id: str, run_id: str, task_id: str = PLAN_TASK_ID) -> str:
+    """Where the plan task of a run writes its plan: its own place under the run's prefix."""
+    from airflow_provider_trainium.operators.run_outputs import instance_prefix
+
+    return f"{instance_prefix(artifact_root, 'runs', dag_id, run_id, task_id)}/{PLAN_RECORD}"
+
+
+def plan_record(context: Mapping[str, Any], task_id: str = PLAN_TASK_ID) -> dict[str, Any]:
+    """This run's plan as the plan task wrote it under the run's prefix; an XCom that says otherwise fails the
+    task, naming both (XComs can be edited, the record only by Airflow's own tasks)."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium import artifacts
+
+    ti = context["ti"]
+    uri = plan_record_uri(trainium_config().artifact_root, ti.dag_id, ti.run_id, task_id)
+    record = artifacts.read_json(uri, missing_ok=True)
+    if not isinstance(record, dict):
+        raise AirflowFailException(f"no plan record at {uri}: the {task_id!r} task of this run has not planned it")
+    xcom = ti.xcom_pull(task_ids=task_id)
+    if xcom is not None and xcom != record:
+        changed = sorted(k for k in {*record, *(xcom if isinstance(xcom, dict) else {})}
+                         if not isinstance(xcom, dict) or xcom.get(k) != record.get(k))  # fmt: skip
+        raise AirflowFailException(
+            f"the XCom of task {task_id!r} disagrees with the plan record at {uri} on {changed}: XCom "
+            f"{ {k: xcom.get(k) for k in changed} if isinstance(xcom, dict) else xcom!r}, record "
+            f"{ {k: record.get(k) for k in changed}!r}; refusing the XCom"
+        )
+    return record
+
+
+def _fail_on_mismatch(call: Callable[[], Any]) -> Any:
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_trainium.operators.run_outputs import XComMismatchError
+
+    try:
+        return call()
+    except XComMismatchError as err:
+        raise AirflowFailException(str(err)) from err
+
+
+def _template_macros() -> dict[str, Any]:
+    """The functions ``planned``, ``output_of`` and ``compile_cache_of`` templates call (``dag_args`` adds them
+    to the DAG's ``user_defined_macros``); each gets the template's context."""
+    from jinja2 import pass_context
+
+    @pass_context
+    def trainium_plan(ctx: Any, task_id: str = PLAN_TASK_ID) -> dict[str, Any]:
+        return plan_record(ctx.get_all(), task_id)
+
+    @pass_context
+    def trainium_output(ctx: Any, task_id: str) -> str:
+        from airflow_provider_trainium.operators.run_outputs import task_output_uri
+
+        return _fail_on_mismatch(lambda: task_output_uri(ctx.get_all(), task_id))
+
+    @pass_context
+    def trainium_compile_cache(ctx: Any, task_id: str) -> str:
+        from airflow_provider_trainium.operators.run_outputs import task_cache_uri
+
+        return _fail_on_mismatch(lambda: task_cache_uri(ctx.get_all(), task_id))
+
+    return {
+        "trainium_plan": trainium_plan,
+        "trainium_output": trainium_output,
+        "trainium_compile_cache": trainium_compile_cache,
+    }
 
 
 def dag_args(*, retries: int = 1, start_date: datetime = datetime(2026, 1, 1)) -> dict[str, Any]:
-    """The DAG arguments every Trainium DAG shares: a fixed start date, no catchup, and ``retries`` per task
-    (a retry attaches to the job an earlier try started, it never starts a second one)."""
-    args: dict[str, Any] = {"start_date": start_date, "catchup": False}
+    """The DAG arguments every Trainium DAG shares: a fixed start date, no catchup, ``retries`` per task (a retry
+    attaches to the job an earlier try started, it never starts a second one), and the template functions that
+    ``planned``, ``output_of`` and ``compile_cache_of`` call."""
+    args: dict[str, Any] = {"start_date": start_date, "catchup": False, "user_defined_macros": _template_macros()}
     if retries:
         args["default_args"] = {"retries": retries, "retry_delay": timedelta(seconds=10)}
     return args
@@ -222,11 +311,14 @@ def planned_training_uris(task_id: str = PLAN_TASK_ID) -> dict[str, str]:
     return {"output_uri": planned("model_uri", task_id), "checkpoint_uri": planned("checkpoint_uri", task_id)}
 
 
-def read_evaluation(plan: Mapping[str, Any], name: str = "evaluation.json") -> dict[str, Any]:
-    """The evaluation job's verdict under the plan's ``eval_uri``, read with the connection's credentials."""
+def read_evaluation(context: Mapping[str, Any], evaluation_task_id: str = "evaluate") -> dict[str, Any]:
+    """The evaluation job's ``evaluation.json`` (its numbers, for the log) under its output location derived for
+    this run, read with the connection's credentials."""
     from airflow_provider_trainium import artifacts
+    from airflow_provider_trainium.operators.run_outputs import task_output_uri
 
-    return artifacts.read_json(f"{plan['eval_uri'].rstrip('/')}/{name}")
+    where = _fail_on_mismatch(lambda: task_output_uri(context, evaluation_task_id))
+    return artifacts.read_json(f"{where.rstrip('/')}/{boundary.EVALUATION_FILE}")
 
 
 def resolve_model(
@@ -248,7 +340,7 @@ def resolve_model(
 
 
 def is_manual_run(context: Mapping[str, Any]) -> bool:
-    """Whether a person triggered this run (not the scheduler or a backfill)."""
+    """Whether a person triggered this run directly (not the scheduler or a backfill)."""
     run_type = str(getattr(context["dag_run"], "run_type", "")).rsplit(".", 1)[-1].lower()
     return run_type == "manual"
 
@@ -279,10 +371,27 @@ def check_params_task(
             trainium_conn_id=trainium_conn_id,
             only_stack=only_stack,
         )
-        return plan(params or {}, config, context) if plan else None
+        if not plan:
+            return None
+        planned_uris = plan(params or {}, config, context)
+        write_plan_record(context, config, planned_uris, task_id)
+        return planned_uris
 
     check_params.__doc__ = f"Refuse a bad layout, image or input for {entry_point} before anything starts."
     return check_params()
+
+
+def write_plan_record(
+    context: Mapping[str, Any], config: TrainiumConfig, plan: Mapping[str, Any], task_id: str = PLAN_TASK_ID
+) -> str:
+    """Write the run's plan to ``plan_record_uri``; later tasks read it there (``plan_record``), not from XCom."""
+    from airflow_provider_trainium import artifacts
+    from airflow_provider_trainium.registry import store
+
+    ti = context["ti"]
+    uri = plan_record_uri(config.artifact_root, ti.dag_id, ti.run_id, task_id)
+    store.write(artifacts.open_path(uri), store.dump_json(dict(plan)))
+    return uri
 
 
 def has_data_task(
@@ -294,9 +403,10 @@ def has_data_task(
     """
 
     @task.short_circuit(task_id=task_id)
-    def has_data(plan: dict[str, Any]) -> bool:
+    def has_data(plan: dict[str, Any], **context: Any) -> bool:
         from airflow_provider_trainium import artifacts
 
+        plan = plan_record(context)
         index = artifacts.read_json(f"{plan['data_uri'].rstrip('/')}/index.json")
         if index.get("skipped"):
             print(skip_message.format(**plan, reason=index.get("reason")))
@@ -313,24 +423,42 @@ def evaluation_gate_task(
     describe: Callable[[dict[str, Any], dict[str, Any], Any], str],
     registered: XComArg | None = None,
     task_id: str = "passes_gate",
+    evaluation_task_id: str = "evaluate",
 ) -> XComArg:
-    """Short-circuits promotion unless the evaluation job's ``evaluation.json`` says ``improved``; prints
-    ``describe(result, plan, registered)`` so the log says why (``registered``: the register task's value)."""
+    """Short-circuits promotion unless the evaluation job's verdict record (derived for this run, not a task state)
+    says it passed; prints ``describe(evaluation, plan, registered)`` so the log says why (``registered``: the
+    register task's value). ``promote_latest`` checks the verdict against the version's files again."""
 
     @task.short_circuit(task_id=task_id)
-    def gate(plan: dict[str, Any], registered: Any = None) -> bool:
-        result = read_evaluation(plan)
-        print(describe(result, plan, registered))
-        return bool(result["improved"])
+    def gate(plan: dict[str, Any], registered: Any = None, **context: Any) -> bool:
+        from airflow_provider_trainium.operators.registry import evaluation_uri
+        from airflow_provider_trainium.registry.verdict import describe as verdict_line
+        from airflow_provider_trainium.registry.verdict import read_verdict
+
+        plan = plan_record(context)
+        verdict = read_verdict(_fail_on_mismatch(lambda: evaluation_uri(context, evaluation_task_id)))
+        if not isinstance(verdict, dict):
+            print(f"no verdict from {evaluation_task_id!r}: nothing to promote")
+            return False
+        print(describe(read_evaluation(context, evaluation_task_id), plan, registered))
+        print("verdict:", verdict_line(verdict))
+        return verdict.get("passed") is True
 
     return gate(plan, registered)
 
 
 def promote_latest(
-    model_name: str, *, reason: str, promote_manual_runs: bool, register_task_id: str = "register"
+    model_name: str,
+    *,
+    reason: str,
+    promote_manual_runs: bool,
+    promote_backfill_runs: bool = False,
+    register_task_id: str = "register",
+    evaluation_task_id: str = "evaluate",
 ) -> PromoteModelAliasOperator:
-    """Moves ``latest`` to the version the register task returned, forward only: rerunning an old interval
-    never moves it back; ``promote_manual_runs`` says whether manually triggered runs may move it."""
+    """Moves ``latest`` to the version the register task returned, forward only (rerunning an old interval never
+    moves it back), and only when the ``evaluation_task_id`` verdict passed that version's files;
+    ``promote_manual_runs``/``promote_backfill_runs`` say whether manual/backfill runs may move it."""
     from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
 
     return PromoteModelAliasOperator(
@@ -341,6 +469,8 @@ def promote_latest(
         reason=reason,
         forward_only=True,
         promote_manual_runs=promote_manual_runs,
+        promote_backfill_runs=promote_backfill_runs,
+        evaluation_task_id=evaluation_task_id,
     )
 
 
@@ -416,7 +546,7 @@ def compile_then_train(
         task_id=train_task_id,
         entry_point=entry_point,
         job_args=job_args,
-        compile_cache_uri="{{ ti.xcom_pull(task_ids='" + compile_task_id + "')['compile_cache_uri'] }}",
+        compile_cache_uri=compile_cache_of(compile_task_id),
         **layout,
         **train_kwargs,
     )

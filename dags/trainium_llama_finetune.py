@@ -1,6 +1,7 @@
 """Daily Llama fine-tuning on Trainium: data prep for the run's data interval -> compile -> fine-tune ->
-evaluate against the current ``latest`` (or the base) on a fixed held-out set -> register; ``latest`` moves
-only forward, only for scheduled and backfill runs, and only when the evaluation clears ``MIN_IMPROVEMENT``.
+evaluate against the current ``latest`` (or the base when there is none) on a fixed held-out set -> register;
+``latest`` moves only forward, only for scheduled runs (a backfill counts as manual: whoever may trigger may
+backfill with their own conf), and only when the evaluation job's verdict clears ``MIN_IMPROVEMENT``.
 
 Backfill-safe (``airflow backfill create --dag-id trainium_llama_finetune --from-date ... --to-date ...``):
 every artifact of an interval lives under ``<artifact_root>/llama/finetune/<interval date>/<spec key>/``
@@ -35,16 +36,17 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 MODEL_NAME = "llama-finetune"
-PLAN = "ti.xcom_pull(task_ids='check_params')"
+PLAN = "trainium_plan('check_params')"
 #: Promotion gate, fixed here and not in run params: the fine-tune's loss on the fixed held-out set must be
-#: this much below the current ``latest``'s (or the base's, when there is no comparable ``latest``).
+#: this much below the current ``latest``'s (the base's only when there is no ``latest``).
 MIN_IMPROVEMENT = 0.01
 #: The fixed held-out set: the synthetic corpus of this date, tokenized with the base's tokenizer. No run
 #: param reaches it, so a run's conf cannot choose what it is judged on.
 HOLDOUT_DATE = "2025-12-31"
 HOLDOUT_RECORDS = 200
-#: Manual runs register their model but do not move ``latest``: only scheduled and backfill runs do.
+#: Manual and backfill runs register their model but do not move ``latest``: only scheduled runs do.
 PROMOTE_MANUAL_RUNS = False
+PROMOTE_BACKFILL_RUNS = False
 
 
 LAYOUT = kit.job_layout(workload="llm", env=RUNTIME_ENV)
@@ -93,15 +95,15 @@ def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping
         "interval": interval,
         "spec_key": key,
         "base_model_uri": base_uri,
-        "reference_uri": current_latest_uri(base_uri) or base_uri,
+        "reference_uri": current_latest_uri() or base_uri,
         "input_uri": params["input_uri"].replace("{ds}", interval) if params.get("input_uri") else None,
         "holdout_uri": kit.run_prefix(config, "llama", "finetune", "holdout", holdout_key),
     }
 
 
-def current_latest_uri(base_uri: str) -> str | None:
-    """The files of ``llama-finetune@latest`` when it was fine-tuned from the same base (so the two are
-    comparable on the same held-out set), after its sha256 check; else None."""
+def current_latest_uri() -> str | None:
+    """The files of ``llama-finetune@latest`` after its sha256 check (None when there is none): the reference a
+    fine-tune must beat, whatever base the run chose (a run's conf must not pick an easier reference)."""
     from airflow.providers.common.compat.sdk import AirflowFailException
 
     from airflow_provider_trainium.registry import IntegrityError
@@ -110,11 +112,7 @@ def current_latest_uri(base_uri: str) -> str | None:
         latest = kit.resolve_model(f"{MODEL_NAME}@latest", missing_ok=True)
     except IntegrityError as err:
         raise AirflowFailException(f"cannot judge against {MODEL_NAME}@latest: {err}") from err
-    if latest is None:
-        return None
-    recorded = latest.manifest.get("base_model") or {}
-    same_base = (recorded.get("uri") or recorded.get("ref") or "").rstrip("/") == base_uri
-    return latest.uri.rstrip("/") if same_base else None
+    return latest.uri.rstrip("/") if latest is not None else None
 
 
 def gate_verdict(result: dict[str, Any], plan: dict[str, Any], registered: dict[str, Any]) -> str:
@@ -212,7 +210,7 @@ with DAG(
         entry_point="trainer.llama.evaluate",
         job_args=[
             "--model-uri",
-            "{{ ti.xcom_pull(task_ids='finetune') }}",
+            kit.output_of("finetune"),
             "--base-model-uri",
             planned("reference_uri"),
             "--data-uri",
@@ -228,7 +226,8 @@ with DAG(
     register = RegisterModelOperator(
         task_id="register",
         model_name=MODEL_NAME,
-        source_uri="{{ ti.xcom_pull(task_ids='finetune') }}",
+        source_uri=kit.output_of("finetune"),
+        register_failed_models=True,  # every interval's model is kept; the gate below decides what becomes latest
         dataset_uri=planned("data_uri"),
         checkpoint_uri=planned("checkpoint_uri"),
         base_model="{{ params.base_model }}",
@@ -239,6 +238,7 @@ with DAG(
         MODEL_NAME,
         reason="evaluation improved on the held-out set for interval " + planned("interval"),
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
+        promote_backfill_runs=PROMOTE_BACKFILL_RUNS,
     )
     plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
     data_ok = kit.has_data_task(plan, skip_message="SKIP interval {interval}: nothing to fine-tune on: {reason}")

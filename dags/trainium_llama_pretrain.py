@@ -113,7 +113,8 @@ with DAG(
     register = RegisterModelOperator(
         task_id="register",
         model_name=MODEL_NAME,
-        source_uri="{{ ti.xcom_pull(task_ids='pretrain') }}",
+        source_uri=kit.output_of("pretrain"),
+        register_failed_models=True,  # every run's model is kept; the gate below decides what becomes latest
         dataset_uri=planned("data_uri"),
         checkpoint_uri=planned("checkpoint_uri"),
         image=IMAGE,
@@ -123,7 +124,7 @@ with DAG(
         entry_point="trainer.llama.evaluate",
         job_args=[
             "--model-uri",
-            "{{ ti.xcom_pull(task_ids='pretrain') }}",
+            kit.output_of("pretrain"),
             "--data-uri",
             planned("data_uri"),
             "--batch-size",

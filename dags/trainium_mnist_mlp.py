@@ -16,6 +16,7 @@ from airflow_provider_trainium.dag_kit import (
     compile_then_train,
     dag_args,
     job_layout,
+    output_of,
     param_args,
 )
 from airflow_provider_trainium.operators.job import NeuronJobOperator
@@ -27,7 +28,9 @@ MIN_ACCURACY = 0.9
 #: This DAG runs only when triggered; its author lets such runs move ``latest`` once they pass the gate.
 PROMOTE_MANUAL_RUNS = True
 
-DATA_URI = "{{ ti.xcom_pull(task_ids='prepare_data') }}"
+#: Each task's output as this run's layout puts it (never an XCom alone: an edited one fails the task).
+DATA_URI = output_of("prepare_data")
+MODEL_URI = output_of("train")
 TRAIN_ARGS = ["--data-uri", DATA_URI, *param_args("epochs", "batch_size", "learning_rate"), "--momentum", "0.9"]
 
 with DAG(
@@ -62,7 +65,7 @@ with DAG(
         entry_point="trainer.mnist_mlp.evaluate",
         job_args=[
             "--model-uri",
-            "{{ ti.xcom_pull(task_ids='train') }}",
+            MODEL_URI,
             "--data-uri",
             DATA_URI,
             "--min-accuracy",
@@ -73,7 +76,7 @@ with DAG(
     register = RegisterModelOperator(
         task_id="register",
         model_name="mnist-mlp",
-        source_uri="{{ ti.xcom_pull(task_ids='train') }}",
+        source_uri=MODEL_URI,  # registered only with the evaluate job's passing verdict for these very files
         dataset_uri=DATA_URI,
         image=IMAGE_FROM_PARAMS,
         promote_alias="latest",

@@ -129,7 +129,7 @@ with DAG(
         entry_point="trainer.llama.evaluate",
         job_args=[
             "--model-uri",
-            "{{ ti.xcom_pull(task_ids='train') }}",
+            kit.output_of("train"),
             "--data-uri",
             planned("data_uri"),
             "--batch-size",
@@ -143,7 +143,8 @@ with DAG(
     register = RegisterModelOperator(
         task_id="register",
         model_name=MODEL_NAME,
-        source_uri="{{ ti.xcom_pull(task_ids='train') }}",
+        source_uri=kit.output_of("train"),
+        register_failed_models=True,  # every run's model is kept; the gate below decides what becomes latest
         dataset_uri=planned("data_uri"),
         checkpoint_uri=planned("titan_checkpoint_uri"),
         image=IMAGE,

@@ -12,8 +12,9 @@ GOOD = {"instance_type": "trn1.32xlarge", "nodes": 2, "compute": "local", "image
 
 
 def test_planned_reads_the_plan_task_return_value() -> None:
-    assert kit.planned("data_uri") == "{{ ti.xcom_pull(task_ids='check_params')['data_uri'] }}"
-    assert kit.planned("x", task_id="plan") == "{{ ti.xcom_pull(task_ids='plan')['x'] }}"
+    assert kit.planned("data_uri") == "{{ trainium_plan('check_params')['data_uri'] }}"
+    assert kit.planned("x", task_id="plan") == "{{ trainium_plan('plan')['x'] }}"
+    assert set(kit.dag_args()["user_defined_macros"]) == {"trainium_plan", "trainium_output", "trainium_compile_cache"}
 
 
 BUDGET = {

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
@@ -62,7 +63,8 @@ def test_the_titan_dag_plans_a_trn2_run(bag, monkeypatch, tmp_path) -> None:
     monkeypatch.delenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", raising=False)
     dag = bag.get_dag("trainium_titan_pretrain")
     params = first_task_params(dag, compute="local")
-    plan = dag.get_task("check_params").python_callable(params=params, run_id="manual__1")
+    run = SimpleNamespace(dag_id=dag.dag_id, run_id="manual__1")  # the plan record goes under this run's prefix
+    plan = dag.get_task("check_params").python_callable(params=params, run_id="manual__1", ti=run)
     assert plan["titan_checkpoint_uri"] == plan["checkpoint_uri"] and plan["checkpoint_uri"].startswith("file://")
 
 

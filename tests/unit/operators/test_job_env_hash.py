@@ -46,9 +46,10 @@ def rendered_spec(pretrain_task: Any, tmp_path: Path, runtime: str) -> JobSpec:
     op = task.prepare_for_execution()
     params = {**{name: dag.params[name] for name in dag.params}, "compute": "local", "runtime": runtime}
     ti = PlannedRun(dag_id=dag.dag_id, task_id=task.task_id, run_id=RUN_ID)
-    plan = dag.get_task("check_params").python_callable(params=params, run_id=RUN_ID)  # the run's real plan
-    ti.returned = {"check_params": plan, "compile": {"compile_cache_uri": f"{tmp_path.as_uri()}/compile-cache"}}
-    context: dict[str, Any] = {"params": params, "ti": ti, "run_id": RUN_ID}
+    plan = dag.get_task("check_params").python_callable(params=params, run_id=RUN_ID, ti=ti)  # the run's real plan
+    cache = f"{tmp_path.as_uri()}/compile-cache/{dag.dag_id}"  # where the compile task puts it for this run
+    ti.returned = {"check_params": plan, "compile": {"compile_cache_uri": cache}}
+    context: dict[str, Any] = {"params": params, "ti": ti, "run_id": RUN_ID, "dag": dag}
     op.render_template_fields(context)
     return op.prepare(context).spec
 
