@@ -1,7 +1,10 @@
-"""The images this DAG run built: what ``NeuronImageBuildOperator`` tasks of the run returned.
+"""The images this DAG run built: what ``NeuronImageBuildOperator`` tasks of the run returned, each re-derived.
 
 One place for the question other tasks ask (is this image one the run built? which base did it start from?),
-so the job checks and the registry's lineage read the same XComs.
+so the job checks and the registry's lineage agree. An XCom is never trusted alone (whoever may edit XComs could
+name ``docker.io/attacker/x:latest``): a build task's result counts only when it equals the registry's reference
+under the content-hash tag re-derived from the sources for this run (``NeuronImageBuildOperator.derived_image``);
+its base digest and labels come from the registry too. An XCom that names another image is an error naming both.
 """
 
 from __future__ import annotations
@@ -29,24 +32,50 @@ def image_task_ids(dag: Any) -> list[str]:
     return [t.task_id for t in tasks if isinstance(t, NeuronImageBuildOperator)]
 
 
+class BuiltImageMismatchError(ValueError):
+    """A build task's XCom names another image than the one this run's sources give: refused before any job."""
+
+
+#: (dag_id, run_id, task_id, XCom reference) -> the re-derived image: one registry lookup per task and worker.
+_VERIFIED: dict[tuple[str, str, str, str, int], RunImage] = {}
+
+
+def verified_image(context: Any, task: Any, reference: str) -> RunImage:
+    """The build ``task``'s image for this run, re-derived from the sources and the registry; raises
+    BuiltImageMismatchError when ``reference`` (its XCom) is another one."""
+    import copy
+
+    ti = context["ti"]
+    key = (ti.dag_id, ti.run_id, task.task_id, reference, id(task))
+    if key not in _VERIFIED:
+        rendered = copy.copy(task)
+        rendered.render_template_fields(dict(context))
+        try:
+            derived, base, labels = rendered.derived_image()
+        except LookupError as err:
+            raise BuiltImageMismatchError(
+                f"the XCom of task {task.task_id!r} names image {reference!r}, but {err}"
+            ) from err
+        if derived != reference:
+            raise BuiltImageMismatchError(
+                f"the XCom of task {task.task_id!r} names image {reference!r}, but this run's sources give "
+                f"{derived!r} (the registry's digest under their content-hash tag): refusing the XCom"
+            )
+        found_labels = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else None
+        _VERIFIED[key] = RunImage(task.task_id, derived, base if isinstance(base, str) and base else None, found_labels)
+    return _VERIFIED[key]
+
+
 def run_images(context: Any, dag: Any) -> list[RunImage]:
-    """Every image a build task of ``dag`` returned in this run; tasks that returned nothing are left out."""
+    """Every image a build task of ``dag`` returned in this run, each re-derived (``verified_image``); tasks that
+    returned nothing are left out."""
     ti = context["ti"]
     found: list[RunImage] = []
     for task_id in image_task_ids(dag):
         reference = ti.xcom_pull(task_ids=task_id)
         if not isinstance(reference, str) or not reference:
             continue
-        base = ti.xcom_pull(task_ids=task_id, key="base_digest")
-        labels = ti.xcom_pull(task_ids=task_id, key="labels")
-        found.append(
-            RunImage(
-                task_id,
-                reference,
-                base if isinstance(base, str) and base else None,
-                {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else None,
-            )
-        )
+        found.append(verified_image(context, dag.get_task(task_id), reference))
     return found
 
 

@@ -210,15 +210,10 @@ class NeuronImageBuildOperator(BaseOperator):
             )
         return carried
 
-    def pre_execute(self, context: Any) -> None:
-        """Push the link record before anything can fail, so the link Airflow computes never misses it."""
-        push_record(context)
-        super().pre_execute(context)
-
-    def execute(self, context: Context) -> str:
-        from airflow_provider_trainium.image.container_registry import EcrRegistry
+    def sources(self) -> tuple[Any, str, ContainerRegistry, TrainiumConfig, str, str | None]:
+        """The build context (hashed sources, Dockerfile, build args with a user image's base pinned), the image's
+        stack and the registry: everything the content-hash tag comes from. Cheap local checks fail first."""
         from airflow_provider_trainium.image.context import BuildContext
-        from airflow_provider_trainium.image.ensure import ensure_image
         from airflow_provider_trainium.image.errors import ContextError
         from airflow_provider_trainium.image.user_image import BASE_ARG, check_starts_from, check_user_dockerfile
 
@@ -246,10 +241,36 @@ class NeuronImageBuildOperator(BaseOperator):
             build_context = BuildContext.load(self.context_dir, build_context.dockerfile, build_args, self.target)
             self.log.info("user image from %s (build arg %s)", base, BASE_ARG)
         registry = self._registry(config, aws_conn_id, region)
+        return build_context, stack, registry, config, aws_conn_id, region
+
+    def derived_image(self) -> tuple[str, str | None, dict[str, str] | None]:
+        """The image this task builds for the current sources, re-derived (never read from its XCom): the
+        registry's ``repository@sha256:...`` under the content-hash tag, its base digest and its labels.
+        LookupError when the registry holds no image under that tag. Call it on a task rendered for the run."""
+        from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL
+
+        build_context, _, registry, *_ = self.sources()
+        tag = build_context.tag(self.tag_prefix)
+        digest = registry.lookup(tag)
+        if not digest:
+            raise LookupError(f"the registry holds no image {registry.repository}:{tag} for this run's sources")
+        labels = registry.labels(tag)
+        return f"{registry.repository}@{digest}", (labels or {}).get(BASE_DIGEST_LABEL), labels
+
+    def pre_execute(self, context: Any) -> None:
+        """Push the link record before anything can fail, so the link Airflow computes never misses it."""
+        push_record(context)
+        super().pre_execute(context)
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_trainium.image.container_registry import EcrRegistry
+        from airflow_provider_trainium.image.ensure import ensure_image
+
+        build_context, stack, registry, config, aws_conn_id, region = self.sources()
         builder = self._builder(config, aws_conn_id, region)
         result = ensure_image(build_context, registry, builder, tag_prefix=self.tag_prefix)
         labels = registry.labels(result.tag)
-        if user_image:
+        if self.base_image:
             stack = self.carried_stack(result.reference, labels, stack)
 
         ti = context["ti"]

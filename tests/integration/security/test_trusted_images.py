@@ -92,6 +92,9 @@ def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkey
         def execute(self, context):  # the build itself is covered by tests/integration/image
             return built
 
+        def derived_image(self):  # the registry holds it under this run's content-hash tag
+            return built, None, None
+
     task_progress({"progression": "immediate"})
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)

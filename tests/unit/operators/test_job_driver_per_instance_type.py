@@ -17,10 +17,9 @@ from airflow.sdk import DAG
 
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, NeuronDriverMismatchError, table
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
 from airflow_provider_trainium.operators.job import NeuronJobOperator
 from tests.conftest import set_trainium_connection
-from tests.unit.operators.test_job_native_image import BuildXComs
+from tests.unit.operators.test_job_native_image import BuildXComs, RegistryHeld
 
 XLA = table().image_for("xla")
 NATIVE = table().image_for("native")
@@ -33,12 +32,13 @@ PER_TYPE = {"trn1.32xlarge": XLA.driver, "trn2.48xlarge": NATIVE.driver}
 def check(stack: str, instance_type: str, image: str) -> None:
     """The operator's driver check for one job, reading the ``trainium_default`` connection as a task does; the
     native image is the one this DAG run built (its build task's labels name its release)."""
+    labels = {RUNTIME_LABEL: NATIVE.runtime, SDK_LABEL: NATIVE.version}
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
-        NeuronImageBuildOperator(task_id="build_image", stack="native", instance_type="trn2.48xlarge")
+        RegistryHeld(task_id="build_image", stack="native", instance_type="trn2.48xlarge", held=NATIVE_IMAGE,
+                     held_labels=labels)  # fmt: skip
         job = NeuronJobOperator(task_id="train", entry_point="trainer.llama.train", instance_type=instance_type,
                                 stack=stack, image=image)  # fmt: skip
-    labels = {RUNTIME_LABEL: NATIVE.runtime, SDK_LABEL: NATIVE.version}
-    ti = BuildXComs({("build_image", "return_value"): NATIVE_IMAGE, ("build_image", "labels"): labels})
+    ti = BuildXComs({("build_image", "return_value"): NATIVE_IMAGE})
     spec = JobSpec(name="t", entry_point="trainer.llama.train", instance_type=instance_type, image=image, stack=stack)
     context: dict[str, Any] = {"ti": ti}
     job.check_neuron_driver(context, SimpleNamespace(spec=spec), SimpleNamespace(runs_image=True))  # type: ignore[arg-type]

@@ -38,12 +38,25 @@ class BuildXComs:
         return self.xcoms.get((task_ids, key))
 
 
+class RegistryHeld(NeuronImageBuildOperator):
+    """A build task whose image the registry holds under this run's content-hash tag with ``held_labels`` (the
+    lookup itself is covered by tests/integration/image): what ``derived_image`` re-derives, never the XCom."""
+
+    def __init__(self, *, held: str, held_labels: dict[str, str] | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.held, self.held_labels = held, held_labels
+
+    def derived_image(self) -> tuple[str, str | None, dict[str, str] | None]:
+        return self.held, None, self.held_labels
+
+
 def run(labels: dict[str, str] | None) -> tuple[NeuronJobOperator, dict[str, Any]]:
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
-        NeuronImageBuildOperator(task_id="build_image", stack="native", instance_type="trn2.48xlarge")
+        RegistryHeld(task_id="build_image", stack="native", instance_type="trn2.48xlarge", held=REFERENCE,
+                     held_labels=labels)  # fmt: skip
         job = NeuronJobOperator(task_id="train", entry_point="trainer.llama.train", instance_type="trn2.48xlarge",
                                 stack="native", image=REFERENCE)  # fmt: skip
-    ti = BuildXComs({("build_image", "return_value"): REFERENCE, ("build_image", "labels"): labels})
+    ti = BuildXComs({("build_image", "return_value"): REFERENCE, ("build_image", "labels"): {"edited": "xcom"}})
     return job, {"ti": ti}
 
 
