@@ -219,6 +219,10 @@ class RegisterModelOperator(BaseOperator):
             cost=self.run_cost(context),
         )
         mv = result.version
+        if verdict is not None and mv.manifest.get("fingerprint") != verdict.get("model_fingerprint"):
+            from airflow.providers.common.compat.sdk import AirflowFailException
+
+            raise AirflowFailException(f"version {mv.version} holds other files than the evaluation judged")
         self.log.info(
             "model %s version %d %s at %s",
             mv.name,
