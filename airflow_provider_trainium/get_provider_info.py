@@ -74,12 +74,6 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_provider_trainium.links.batch.BatchNodeLogsLink",
         ],
         "cli": ["airflow_provider_trainium.cli.airflow_commands"],
-        "plugins": [
-            {
-                "name": "trainium_host_check",
-                "plugin-class": "airflow_provider_trainium.devserver.host_check_plugin.HostCheckPlugin",
-            }
-        ],
         "connection-types": [
             {
                 "connection-type": "trainium",

@@ -1,7 +1,7 @@
 """The Airflow plugin that puts ``HostCheckMiddleware`` in front of the API server when it is configured.
 
-Registered in the provider info's ``plugins``; with ``[trainium] api_allowed_hosts`` unset it adds nothing, so
-installing the provider forces no Host policy on a deployment that has its own.
+Registered through the ``airflow.plugins`` entry point; with ``[trainium] api_allowed_hosts`` unset it adds
+nothing, so installing the provider forces no Host policy on a deployment that has its own.
 """
 
 from __future__ import annotations

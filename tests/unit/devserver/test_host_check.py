@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import tomllib
+from pathlib import Path
+
 import pytest
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
@@ -9,8 +13,9 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from airflow_provider_trainium.devserver.host_check import ALLOWED_HOSTS_ENV, HostCheckMiddleware
-from airflow_provider_trainium.devserver.host_check_plugin import root_middlewares
-from airflow_provider_trainium.get_provider_info import get_provider_info
+from airflow_provider_trainium.devserver.host_check_plugin import HostCheckPlugin, root_middlewares
+
+PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 
 
 def app(allowed: list[str]) -> Starlette:
@@ -40,8 +45,9 @@ def test_configured_by_option_and_off_when_unset(monkeypatch: pytest.MonkeyPatch
     assert entry["kwargs"] == {"allowed_hosts": ["127.0.0.1:8080", "localhost:8080"]}
 
 
-def test_the_provider_registers_the_plugin() -> None:
-    from airflow._shared.module_loading import import_string
-
-    (plugin,) = [p for p in get_provider_info()["plugins"] if p["name"] == "trainium_host_check"]
-    assert import_string(plugin["plugin-class"]).name == "trainium_host_check"
+def test_the_package_registers_the_plugin_where_airflow_loads_it() -> None:
+    """The ``airflow.plugins`` entry point (a provider info ``plugins`` entry loads only with
+    ``lazy_load_providers`` off)."""
+    entry = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"]["airflow.plugins"]["trainium_host_check"]
+    module, _, name = entry.partition(":")
+    assert getattr(importlib.import_module(module), name) is HostCheckPlugin
