@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 from airflow_provider_trainium.devserver import Deployment
 from airflow_provider_trainium.devserver.deployment import USERNAME, stop_recorded
+from airflow_provider_trainium.devserver.supervisor import Supervisor
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +31,8 @@ SCREENSHOTS = ARTIFACTS / "screenshots"
 TERMINAL = {"success", "failed"}
 #: A trigger-only account: the simple auth manager's USER role (trigger runs, edit task instances and XComs).
 TRIGGER_USER = "trigger-only"
+#: The stop's grace period, as ``make airflow`` has it: the session's last stop must keep it.
+STOP_GRACE = 30
 
 
 class Api:
@@ -116,8 +120,10 @@ def wait_run(api: Api, deployment: Deployment, dag_id: str, run_id: str, timeout
 
 
 @pytest.fixture(scope="package")
-def deployment() -> Iterator[Deployment]:
-    """The deployment, started once; the start time goes to test-artifacts/deployment-start.txt."""
+def supervisor() -> Iterator[Supervisor]:
+    """The deployment, started once and supervised as ``make airflow`` does (a component that dies is started
+    again, in a background thread); the start time goes to test-artifacts/deployment-start.txt, and the last
+    stop must keep its grace period."""
     if (HOME / "deployment" / "state.json").exists():
         stop_recorded(HOME)  # an earlier session that was killed
     shutil.rmtree(HOME, ignore_errors=True)
@@ -137,10 +143,25 @@ def deployment() -> Iterator[Deployment]:
     started = time.perf_counter()
     dep.start()
     (ARTIFACTS / "deployment-start.txt").write_text(f"{time.perf_counter() - started:.1f} s\n")
+    sup = Supervisor(dep)
+    stop = threading.Event()
+    thread = threading.Thread(target=sup.run, args=(stop,), name="supervisor", daemon=True)
+    thread.start()
     try:
-        yield dep
+        yield sup
     finally:
-        dep.stop()
+        stop.set()
+        thread.join(timeout=120)
+        started = time.perf_counter()
+        dep.stop(grace=STOP_GRACE)
+        took = time.perf_counter() - started
+        (ARTIFACTS / "deployment-stop.txt").write_text(f"{took:.1f} s (grace {STOP_GRACE} s)\n")
+        assert took <= STOP_GRACE + 1, f"the deployment's stop took {took:.0f} s of a {STOP_GRACE} s grace"
+
+
+@pytest.fixture(scope="package")
+def deployment(supervisor: Supervisor) -> Deployment:
+    return supervisor.deployment
 
 
 @pytest.fixture(scope="package")
