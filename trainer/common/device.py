@@ -138,7 +138,9 @@ def init_compile_cache(runtime_name: str, cache_uri: str | None) -> str | None:
             raise ValueError(f"the torch-xla CPU cache needs a local directory, got {cache_uri!r}")
         # One directory per local rank: torch-xla's CPU cache has no cross-process locking.
         path = os.path.join(path, f"rank{os.environ.get('LOCAL_RANK', '0')}")
-        os.makedirs(path, exist_ok=True)
+        from trainer.common.private_dir import ensure_private_dir
+
+        ensure_private_dir(path, what="the torch-xla compile cache")  # its entries are native code it loads
         import torch_xla.runtime as xr
 
         xr.initialize_cache(path, readonly=False)

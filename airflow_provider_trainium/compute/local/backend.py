@@ -219,6 +219,8 @@ class LocalBackend(ComputeBackend):
         all_ranks: bool | None = None,
         secrets_conn_id: str | None = None,
         region_name: str | None = None,
+        artifact_root: str | None = None,
+        job_role_arn: str | None = None,
     ):
         self.state_dir = Path(state_dir)
         if all_ranks is None:
@@ -226,8 +228,11 @@ class LocalBackend(ComputeBackend):
         self.all_ranks = all_ranks
         self.python = python or sys.executable
         self.max_processes_per_node = max_processes_per_node
-        #: the AWS connection whose credentials a job gets when it may reach S3 (``reads_s3``)
+        #: the AWS connection a job's scoped S3 session is made from when it may reach S3 (``reads_s3``)
         self.aws_conn_id = aws_conn_id
+        #: the artifact root whose Airflow-only prefixes that session may not write; the role it assumes
+        self.artifact_root = artifact_root
+        self.job_role_arn = job_role_arn
         #: the AWS connection (and region, for ``ssm:<name>``) a job's secret references are read through
         self.secrets_conn_id = secrets_conn_id
         self.region_name = region_name
@@ -243,6 +248,8 @@ class LocalBackend(ComputeBackend):
             aws_conn_id=config.aws_conn_id if reads_s3(config) else None,
             secrets_conn_id=config.aws_conn_id,
             region_name=config.region_name,
+            artifact_root=config.artifact_root,
+            job_role_arn=config.job_role_arn,
         )
 
     def check(self, spec: JobSpec) -> None:
@@ -272,12 +279,19 @@ class LocalBackend(ComputeBackend):
         return self.local_spec(spec)
 
     def job_environment(self, compile_cache_uri: str | None) -> dict[str, str]:
-        """The AWS connection's credentials when the job reads or writes S3 (a container has its role)."""
+        """Nothing: a job's S3 credentials are made at submit (``job_credentials``), never kept in its spec,
+        whose hash must stay the same across tries and which is stored in XComs and state files."""
+        return {}
+
+    def job_credentials(self, spec: JobSpec, job_name: str) -> dict[str, str]:
+        """A short-lived S3 session that cannot write the registry (``hooks.aws_env``), when the job may reach
+        S3; none otherwise. Never the AWS connection's own keys."""
         if self.aws_conn_id is None:
             return {}
-        from airflow_provider_trainium.hooks.aws_env import aws_process_environment
+        from airflow_provider_trainium.hooks.aws_env import scoped_job_environment
 
-        return aws_process_environment(self.aws_conn_id)
+        return scoped_job_environment(self.aws_conn_id, self.artifact_root or "", job_name=job_name,
+                                      duration_s=spec.timeout_seconds, role_arn=self.job_role_arn)  # fmt: skip
 
     def billed_intervals(self, handle: JobHandle) -> None:
         return None  # this machine is free: the cost record is the estimate for the layout it stands in for
@@ -362,6 +376,7 @@ class LocalBackend(ComputeBackend):
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
         secrets = self.secret_values(spec)  # before anything starts: a reference that cannot be read stops here
+        credentials = self.job_credentials(spec, job_name)
         self._kill_orphans(job_name)
         requested_hash = spec.content_hash()  # what the operator asked for, before this machine's caps
         spec = self.local_spec(spec)
@@ -376,7 +391,7 @@ class LocalBackend(ComputeBackend):
         nodes: list[_Node] = []
         for index in range(spec.nodes):
             rank_logs = job_dir / f"node{index}"
-            env = {**self.node_environment(plan, job_name, index, port, rank_logs), **secrets}
+            env = {**self.node_environment(plan, job_name, index, port, rank_logs), **credentials, **secrets}
             log_path, record_path = job_dir / f"node{index}.log", job_dir / f"node{index}.exit"
             with log_path.open("wb") as out:
                 process = subprocess.Popen(
