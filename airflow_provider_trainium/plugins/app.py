@@ -1,8 +1,11 @@
 """The view's FastAPI app, mounted by the Airflow API server under ``/trainium``: one page, its assets and JSON.
 
 Airflow does not protect plugin apps: every route here depends on Airflow's own ``get_user`` (the API server's
-JWT, from an ``Authorization: Bearer`` header or the ``_token`` cookie the UI sets), and lists only DAGs the
-auth manager lets that user read.
+JWT, from an ``Authorization: Bearer`` header or the ``_token`` cookie the UI sets), and FastAPI's own routes
+(``/docs``, ``/redoc``, ``/openapi.json``, which would need no login and load Swagger from a CDN) are off. It
+lists only DAGs the auth manager lets that user read, shows XCom values (output URI, metrics, cost, job,
+registered version) only of DAGs whose XComs the user may read, and reads each run's stream where the run
+writes it (``locate``), never from a URI an XCom names.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route signatures' dependency annotations, which
@@ -14,8 +17,8 @@ from typing import Annotated, Any
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
 
-from airflow_provider_trainium import artifacts
 from airflow_provider_trainium.plugins import runs as runs_db
+from airflow_provider_trainium.plugins.locate import output_location
 from airflow_provider_trainium.plugins.stream import build_series, read_stream
 
 log = logging.getLogger(__name__)
@@ -40,29 +43,61 @@ def readable_dag_ids(user: Any) -> set[str]:
     return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
 
 
-def artifacts_conn_id() -> str | None:
-    """The AWS connection the trainium connection names for ``s3://`` artifacts, read once per request.
+def xcom_readable_dag_ids(user: Any, dag_ids: set[str], session: Any) -> set[str]:
+    """The DAGs among ``dag_ids`` whose XComs the user may read (what Airflow's XCom endpoints require)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    from airflow.models.dag import DagModel
 
-    None when the connection cannot be read: a broken connection must not take the page down; ``file://``
-    still reads, and ``s3://`` reads fail (``artifacts`` never falls back to default credentials).
+    if not dag_ids:
+        return set()
+    teams = DagModel.get_dag_id_to_team_name_mapping(list(dag_ids), session=session)
+    manager = get_auth_manager()
+    return {
+        dag_id
+        for dag_id in dag_ids
+        if manager.is_authorized_dag(
+            method="GET",
+            access_entity=DagAccessEntity.XCOM,
+            details=DagDetails(id=dag_id, team_name=teams.get(dag_id)),
+            user=user,
+        )
+    }
+
+
+def artifact_settings() -> tuple[str | None, str | None]:
+    """The artifact root and the AWS connection for ``s3://``, from the trainium connection, once per request.
+
+    ``(None, None)`` when the connection cannot be read: a broken connection must not take the page down, and
+    without a root nothing is readable (``artifacts`` never falls back to default credentials).
     """
+    from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumHook
+
     try:
-        return artifacts.aws_conn_id_of()
+        config = TrainiumHook(DEFAULT_CONN_ID).get_config()
     except Exception:
-        log.warning("cannot read the trainium connection; s3:// artifacts are not readable", exc_info=True)
-        return None
+        log.warning("cannot read the trainium connection; no artifact is readable", exc_info=True)
+        return None, None
+    return config.artifact_root, config.aws_conn_id
 
 
-def run_series(run: dict[str, Any], aws_conn_id: str | None) -> dict[str, Any] | None:
-    """The run's plotted series from its stream; None when it wrote none (or it cannot be read)."""
-    if not run.get("output_uri"):
-        return None
+def run_stream(run: dict[str, Any], root: str | None, aws_conn_id: str | None) -> dict[str, Any]:
+    """The run's plotted series (None when it wrote no stream, or it cannot be read) and what the page notes."""
+    location = output_location(run, root)
+    out: dict[str, Any] = {"location": location.uri, "notes": list(location.notes), "capped": False, "series": None}
+    if location.uri is None:
+        return out
     try:
-        sources = read_stream(run["output_uri"], aws_conn_id)
-    except Exception:
-        log.warning("cannot read the metrics stream of %s", run["output_uri"], exc_info=True)
-        return None
-    return None if sources is None else build_series(sources)
+        read = read_stream(location.uri, root or "", aws_conn_id)
+    except Exception as err:
+        log.warning("cannot read the metrics stream of %s", location.uri, exc_info=True)
+        out["notes"].append(f"cannot read the stream: {type(err).__name__}")
+        return out
+    if read is not None:
+        summary = read.summary()
+        out.update(series=build_series(read.sources), capped=summary["capped"])
+        out["notes"] += summary["notes"]
+    return out
 
 
 def create_app() -> FastAPI:
@@ -71,7 +106,8 @@ def create_app() -> FastAPI:
     from airflow.api_fastapi.core_api.security import GetUserDep
 
     user_dep, session_dep = GetUserDep, SessionDep
-    app = FastAPI(title="Trainium view", description="Training runs, their metrics stream and cost.")
+    # No schema or docs routes: they would need no login (and the docs load Swagger from a CDN).
+    app = FastAPI(title="Trainium view", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/", response_class=HTMLResponse)
     def page(user: user_dep) -> HTMLResponse:
@@ -90,7 +126,8 @@ def create_app() -> FastAPI:
         session: session_dep,
         limit: Annotated[int, Query(ge=1, le=1000)] = runs_db.DEFAULT_LIMIT,
     ) -> dict[str, Any]:
-        rows = runs_db.list_training_runs(session, readable_dag_ids(user), limit=limit)
+        dag_ids = readable_dag_ids(user)
+        rows = runs_db.list_training_runs(session, dag_ids, xcom_readable_dag_ids(user, dag_ids, session), limit=limit)
         return {"runs": rows, "total": len(rows)}
 
     @app.get("/api/runs/{dag_id}/{run_id}")
@@ -105,15 +142,19 @@ def create_app() -> FastAPI:
         dag_ids = readable_dag_ids(user)
         if dag_id not in dag_ids:  # the same answer as a missing DAG: do not reveal what exists
             raise HTTPException(status_code=404, detail=f"no training run {dag_id}/{run_id}")
-        run = runs_db.get_training_run(session, dag_id, run_id, task_id, map_index)
+        xcom_dag_ids = xcom_readable_dag_ids(user, dag_ids, session)
+        run = runs_db.get_training_run(session, dag_id, run_id, dag_id in xcom_dag_ids, task_id, map_index)
         if run is None:
             raise HTTPException(status_code=404, detail=f"no training task in {dag_id}/{run_id}")
-        conn_id = artifacts_conn_id()
-        previous = runs_db.previous_versions(run, runs_db.list_training_runs(session, dag_ids))[:MAX_COMPARED]
+        root, conn_id = artifact_settings()
+        stream = run_stream(run, root, conn_id)
+        candidates = runs_db.list_training_runs(session, dag_ids, xcom_dag_ids)
+        previous = runs_db.previous_versions(run, candidates)[:MAX_COMPARED]
         return {
             "run": run,
-            "series": run_series(run, conn_id),
-            "previous": [{"run": p, "series": run_series(p, conn_id)} for p in previous],
+            "series": stream.pop("series"),
+            "stream": stream,
+            "previous": [{"run": p, "series": run_stream(p, root, conn_id)["series"]} for p in previous],
         }
 
     return app

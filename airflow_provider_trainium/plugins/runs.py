@@ -3,7 +3,10 @@
 A training run is a task instance of ``NeuronTrainingOperator`` (or of a subclass that pushes the ``metrics``
 XCom). Its XComs give the output URI (``return_value``), the metrics summary (``metrics``), the job handle
 (``job``) and the cost record (``trainium_cost``); the version the ``RegisterModelOperator`` of the same DAG run
-registered comes from that task's ``return_value``. Only DAGs in ``dag_ids`` (what the user may read) are queried.
+registered comes from that task's ``return_value``. Only DAGs in ``dag_ids`` (what the user may read) are queried,
+and XComs only of DAGs in ``xcom_dag_ids`` (what the user may read XComs of): a row of any other DAG carries no
+XCom value (``xcom_hidden``). The row's ``rendered_output_uri`` is the task's own rendered ``output_uri`` (where
+the job writes when the DAG names a place); ``output_uri`` is what the task pushed, for display only.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ def _xcom_value(row: Any) -> Any:
     return XComModel.deserialize_value(row)
 
 
-def list_training_runs(session: Any, dag_ids: Iterable[str], limit: int = DEFAULT_LIMIT) -> list[dict[str, Any]]:
+def list_training_runs(
+    session: Any, dag_ids: Iterable[str], xcom_dag_ids: Iterable[str], limit: int = DEFAULT_LIMIT
+) -> list[dict[str, Any]]:
     """The newest training task instances of the given DAGs, each with its XComs, layout and registered version."""
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.xcom import XComModel
@@ -56,19 +61,22 @@ def list_training_runs(session: Any, dag_ids: Iterable[str], limit: int = DEFAUL
         .limit(limit)
     )
     tis = list(session.scalars(stmt))
-    return _describe(session, tis)
+    return _describe(session, tis, set(xcom_dag_ids))
 
 
 def get_training_run(
-    session: Any, dag_id: str, run_id: str, task_id: str | None = None, map_index: int = -1
+    session: Any, dag_id: str, run_id: str, xcoms: bool, task_id: str | None = None, map_index: int = -1
 ) -> dict[str, Any] | None:
-    """One DAG run's training task: the named one, else (no name, or another task's page) its first one."""
-    runs = list_runs_of(session, dag_id, run_id)
+    """One DAG run's training task: the named one, else (no name, or another task's page) its first one.
+
+    ``xcoms``: whether the user may read this DAG's XComs.
+    """
+    runs = list_runs_of(session, dag_id, run_id, xcoms)
     named = [r for r in runs if r["task_id"] == task_id and r["map_index"] == map_index]
     return (named or runs or [None])[0]
 
 
-def list_runs_of(session: Any, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+def list_runs_of(session: Any, dag_id: str, run_id: str, xcoms: bool) -> list[dict[str, Any]]:
     """The training task instances of one DAG run, by task id."""
     from airflow.models.taskinstance import TaskInstance as TI
     from sqlalchemy import select
@@ -79,23 +87,46 @@ def list_runs_of(session: Any, dag_id: str, run_id: str) -> list[dict[str, Any]]
         .order_by(TI.task_id, TI.map_index)
     )
     tis = list(session.scalars(stmt))
-    described = _describe(session, tis)
-    return [r for r in described if r["operator"] in TRAINING_OPERATORS or r["metrics"] is not None]
+    trained = _with_metrics(session, tis)
+    tis = [ti for ti in tis if ti.operator in TRAINING_OPERATORS or _key(ti) in trained]
+    return _describe(session, tis, {dag_id} if xcoms else set())
 
 
-def _describe(session: Any, tis: list[Any]) -> list[dict[str, Any]]:
+def _key(ti: Any) -> tuple[str, str, str, int]:
+    return (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+
+
+def _with_metrics(session: Any, tis: list[Any]) -> set[tuple[str, str, str, int]]:
+    """The task instances among ``tis`` that pushed a ``metrics`` XCom (whether one exists, not its value)."""
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    if not tis:
+        return set()
+    stmt = select(XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index).where(
+        XComModel.dag_id.in_({ti.dag_id for ti in tis}),
+        XComModel.run_id.in_({ti.run_id for ti in tis}),
+        XComModel.key == "metrics",
+    )
+    return {tuple(row) for row in session.execute(stmt)}  # type: ignore[misc]
+
+
+def _describe(session: Any, tis: list[Any], xcom_dag_ids: set[str]) -> list[dict[str, Any]]:
     if not tis:
         return []
-    xcoms = _xcoms(session, tis)
+    shown = [ti for ti in tis if ti.dag_id in xcom_dag_ids]
+    xcoms = _xcoms(session, shown) if shown else {}
     layouts = _layouts(session, tis)
-    versions = _registered_versions(session, {(ti.dag_id, ti.run_id) for ti in tis})
+    versions = _registered_versions(session, {(ti.dag_id, ti.run_id) for ti in shown}) if shown else {}
     rows = []
     for ti in tis:
         key = (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
         values = xcoms.get(key, {})
         metrics = values.get("metrics")
         cost = values.get("trainium_cost")
-        layout = dict(layouts.get(key, {}))
+        rendered = layouts.get(key, {})
+        layout = {k: v for k, v in rendered.items() if k in LAYOUT_FIELDS}
+        rendered_uri = rendered.get("output_uri")
         if isinstance(cost, dict):  # the cost record names the layout the job really ran with
             layout.setdefault("instance_type", cost.get("instance_type"))
             layout.setdefault("nodes", cost.get("nodes"))
@@ -113,6 +144,8 @@ def _describe(session: Any, tis: list[Any]) -> list[dict[str, Any]]:
                 "end_date": _iso(ti.end_date),
                 "duration_s": ti.duration,
                 "layout": layout,
+                "rendered_output_uri": rendered_uri if isinstance(rendered_uri, str) else None,
+                "xcom_hidden": ti.dag_id not in xcom_dag_ids,
                 "output_uri": output_uri if isinstance(output_uri, str) else None,
                 "metrics": metrics if isinstance(metrics, dict) else None,
                 "final": final_metrics(metrics if isinstance(metrics, dict) else {}),
@@ -151,7 +184,7 @@ def _xcoms(session: Any, tis: list[Any]) -> dict[tuple[str, str, str, int], dict
 
 
 def _layouts(session: Any, tis: list[Any]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
-    """Instance type, nodes, processes per node and compute as the task rendered them."""
+    """Instance type, nodes, processes per node, compute and output URI as the task rendered them."""
     from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
     from sqlalchemy import select
 
@@ -164,7 +197,7 @@ def _layouts(session: Any, tis: list[Any]) -> dict[tuple[str, str, str, int], di
     for row in session.scalars(stmt):
         fields = row.rendered_fields if isinstance(row.rendered_fields, dict) else {}
         out[(row.dag_id, row.run_id, row.task_id, row.map_index)] = {
-            k: fields[k] for k in LAYOUT_FIELDS if fields.get(k) not in (None, "", "None")
+            k: fields[k] for k in (*LAYOUT_FIELDS, "output_uri") if fields.get(k) not in (None, "", "None")
         }
     return out
 

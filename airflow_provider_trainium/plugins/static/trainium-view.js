@@ -1,12 +1,16 @@
 /* The Trainium view: the run list, or one run's charts when the URL names a DAG run (?dag_id=&run_id=).
  * Every chart keeps the series it was given in its data-series attribute (JSON), so tests and users can
- * check what is plotted against the metrics stream. */
+ * check what is plotted against the metrics stream. While the run's task has not ended, the run page asks
+ * again every REFRESH_MS and redraws in place (body[data-refreshes] counts the redraws). */
 (function () {
   "use strict";
   const params = new URLSearchParams(window.location.search);
   const main = document.getElementById("main");
   const status = document.getElementById("status");
   const DASH = "\u2014";
+  const REFRESH_MS = 5000;
+  //  Task states after which nothing more is written (Airflow's finished states).
+  const ENDED = new Set(["success", "failed", "skipped", "upstream_failed", "removed"]);
   const COLORS = ["#2563eb", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#0ea5e9", "#84cc16", "#ec4899"];
 
   function el(tag, attrs, children) {
@@ -147,6 +151,7 @@
       ["registered", version(run.model)],
       ["output", run.output_uri || DASH],
     ];
+    if (run.xcom_hidden) items.push(["XComs", "hidden: you may not read this DAG's XComs"]);
     return el("dl", { class: "summary", "data-testid": "summary" }, items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   }
 
@@ -183,31 +188,64 @@
     ]);
   }
 
-  async function showRun() {
+  function streamNotes(stream) {
+    if (!stream || !stream.notes.length) return [];
+    return [el("ul", { class: "notes", "data-testid": "stream-notes" }, stream.notes.map((n) => el("li", {}, n)))];
+  }
+
+  function runView(detail) {
+    const run = detail.run;
+    const parts = [el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series)];
+    parts.push(...streamNotes(detail.stream));
+    if (detail.series) {
+      const p = detail.series.progress;
+      if (p && p.step !== null && p.total_steps) {
+        parts.push(el("p", { "data-testid": "progress" }, "step " + p.step + "/" + p.total_steps + " (" + Math.round((100 * p.step) / p.total_steps) + "%)"));
+      }
+      parts.push(runCharts(detail));
+    } else {
+      parts.push(el("p", { class: "empty", "data-testid": "no-stream" }, "No metrics stream for this run (yet): its job wrote no stream/ folder under its output."));
+    }
+    parts.push(el("h3", {}, "Previous versions of " + (run.model ? run.model.name : "this model")));
+    if (detail.previous.length) {
+      parts.push(runsTable(detail.previous.map((p) => p.run), true));
+    } else {
+      parts.push(el("p", { class: "empty", "data-testid": "no-previous" }, "none"));
+    }
+    return parts;
+  }
+
+  function runPath() {
     const q = new URLSearchParams();
     if (params.get("task_id")) q.set("task_id", params.get("task_id"));
     const mapIndex = params.get("map_index");
     if (mapIndex && /^-?\d+$/.test(mapIndex)) q.set("map_index", mapIndex);
     const path = "api/runs/" + encodeURIComponent(params.get("dag_id")) + "/" + encodeURIComponent(params.get("run_id"));
-    const detail = await getJson(path + (q.toString() ? "?" + q : ""));
-    const run = detail.run;
-    main.append(el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series));
-    if (detail.series) {
-      const p = detail.series.progress;
-      if (p && p.step !== null && p.total_steps) {
-        main.append(el("p", { "data-testid": "progress" }, "step " + p.step + "/" + p.total_steps + " (" + Math.round((100 * p.step) / p.total_steps) + "%)"));
-      }
-      main.append(runCharts(detail));
-    } else {
-      main.append(el("p", { class: "empty", "data-testid": "no-stream" }, "No metrics stream for this run: its job wrote no stream/ folder under its output."));
+    return path + (q.toString() ? "?" + q : "");
+  }
+
+  /* Draw the run; while its task runs, ask again and redraw (a failed ask is shown and retried). */
+  async function showRun() {
+    const detail = await getJson(runPath());
+    main.replaceChildren(...runView(detail));
+    status.textContent = "run " + detail.run.run_id;
+    document.body.setAttribute("data-state", detail.run.state || "none");
+    if (!ENDED.has(detail.run.state)) setTimeout(refresh, REFRESH_MS);
+  }
+
+  let refreshes = 0;
+  async function refresh() {
+    try {
+      const detail = await getJson(runPath());
+      main.replaceChildren(...runView(detail));
+      document.body.setAttribute("data-state", detail.run.state || "none");
+      document.body.setAttribute("data-refreshes", String(++refreshes));
+      status.textContent = "run " + detail.run.run_id + (ENDED.has(detail.run.state) ? "" : " (live)");
+      if (ENDED.has(detail.run.state)) return;
+    } catch (err) {
+      status.textContent = "refresh failed, retrying: " + err.message;
     }
-    main.append(el("h3", {}, "Previous versions of " + (run.model ? run.model.name : "this model")));
-    if (detail.previous.length) {
-      main.append(runsTable(detail.previous.map((p) => p.run), true));
-    } else {
-      main.append(el("p", { class: "empty", "data-testid": "no-previous" }, "none"));
-    }
-    status.textContent = "run " + run.run_id;
+    setTimeout(refresh, REFRESH_MS);
   }
 
   async function showList() {

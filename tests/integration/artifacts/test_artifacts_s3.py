@@ -73,7 +73,7 @@ def test_compile_key_records_use_the_connections_aws_conn_id(s3_root: str) -> No
 def test_the_views_stream_reader_lists_sources_and_chunks_through_the_connection(s3_root: str, aws_conn_id: str):
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    from airflow_provider_trainium.plugins.app import artifacts_conn_id
+    from airflow_provider_trainium.plugins.app import artifact_settings
     from airflow_provider_trainium.plugins.stream import read_stream
 
     hook = S3Hook(aws_conn_id=aws_conn_id)
@@ -88,10 +88,11 @@ def test_the_views_stream_reader_lists_sources_and_chunks_through_the_connection
         f"{s3_root}/run/model/metrics.json",
         f"{s3_root}/run/model/model.bin",
     ]
-    assert artifacts_conn_id() == aws_conn_id
-    sources = read_stream(f"{s3_root}/run/model", artifacts_conn_id())
+    root, conn_id = artifact_settings()
+    assert conn_id == aws_conn_id
+    sources = read_stream(f"{s3_root}/run/model", root, conn_id).sources
     assert {name: [r.get("step") for r in recs] for name, recs in sources.items()} == {
         "monitor-node0": [None],
         "train": [1, 2, 3],  # the torn last line of chunk 0 skipped, as the trainer's reader does
     }
-    assert read_stream(f"{s3_root}/run/nothing", aws_conn_id) is None
+    assert read_stream(f"{s3_root}/run/nothing", root, aws_conn_id) is None

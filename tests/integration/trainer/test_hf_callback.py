@@ -66,8 +66,9 @@ def test_every_logged_step_is_in_the_stream_with_the_trainers_loss(run: tuple[Pa
     out, history, stdout = run
     logged = [h for h in history if "loss" in h]
     assert [h["step"] for h in logged] == list(range(1, STEPS + 1))
-    sources = read_stream(out.as_uri())  # the provider's reader: what the Trainium view shows
-    assert sources is not None
+    read = read_stream(out.as_uri(), out.as_uri())  # the provider's reader: what the Trainium view shows
+    assert read is not None and read.notes == []
+    sources = read.sources
     train = [r for r in sources[boundary.TRAIN_SOURCE] if r["kind"] == boundary.KIND_TRAIN]
     assert [(r["step"], r["loss"]) for r in train] == [(h["step"], h["loss"]) for h in logged]
     assert [r["lr"] for r in train] == [h["learning_rate"] for h in logged]

@@ -8,9 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_trainium.plugins.stream import build_series, read_stream
+from airflow_provider_trainium.plugins import stream as view_stream
+from airflow_provider_trainium.plugins.stream import build_series
 from trainer.boundary import StreamFormatError, parse_chunk
 from trainer.common.stream import read_records
+
+
+def read_stream(output_uri: str, **kwargs) -> dict | None:
+    """The view's read of a run whose output is the artifact root itself; its records per source."""
+    read = view_stream.read_stream(output_uri, output_uri, **kwargs)
+    return None if read is None else read.sources
+
+
+def read_with_notes(root) -> view_stream.StreamRead:
+    read = view_stream.read_stream(root.as_uri(), root.as_uri())
+    assert read is not None
+    return read
 
 
 def write_chunk(root: Path, source: str, seq: int, records: list[dict], tail: str = "") -> None:
@@ -74,7 +87,7 @@ def test_only_source_folders_and_chunk_files_are_read(tmp_path):
     assert {name: [r["step"] for r in recs] for name, recs in read_stream(tmp_path.as_uri()).items()} == {"train": [1]}
 
 
-def test_the_ui_and_the_trainer_refuse_a_malformed_line_before_the_last_alike(tmp_path):
+def test_a_malformed_line_before_the_last_fails_the_trainers_reader_and_the_view_skips_its_chunk(tmp_path):
     write_chunk(
         tmp_path,
         "train",
@@ -82,9 +95,13 @@ def test_the_ui_and_the_trainer_refuse_a_malformed_line_before_the_last_alike(tm
         [train(1, 0.9, 1001.0)],
         tail='{"v": 1, "kind": "tr\n' + json.dumps(train(2, 0.8, 1002.0)) + "\n",
     )
-    for read in (lambda: read_stream(tmp_path.as_uri()), lambda: read_records(tmp_path.as_uri(), "train")):
-        with pytest.raises(StreamFormatError, match="000000.jsonl line 2"):
-            read()
+    write_chunk(tmp_path, "train", 1, [train(3, 0.7, 1003.0)])
+    with pytest.raises(StreamFormatError, match="000000.jsonl line 2"):
+        read_records(tmp_path.as_uri(), "train")
+    read = read_with_notes(tmp_path)  # the same rule: the chunk is not what a writer wrote; the page still loads
+    assert [r["step"] for r in read.sources["train"]] == [3]
+    (note,) = read.summary()["notes"]
+    assert "train/000000.jsonl line 2" in note and "chunk skipped" in note
 
 
 def test_a_torn_line_and_unknown_records_are_skipped():
@@ -125,3 +142,86 @@ def test_host_cpu_is_a_series_per_node():
     )
     assert series["host"] == {"x": [0.0, 1.0, 2.0], "cpu": {"node0": [50.0, None, 70.0], "node1": [None, 5.0, None]}}
     assert series["neuroncores"] == {"x": [], "cores": {}}
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ({"step": "3"}, "step is not a whole number"),
+        ({"step": 2.5}, "step is not a whole number"),
+        ({"step": None}, "step is missing"),
+        ({"loss": "low"}, "loss is not a number"),
+        ({"loss": [0.1]}, "loss is not a number"),
+        ({"mfu": True}, "mfu is not a number"),
+        ({"total_steps": {"n": 4}}, "total_steps is not a whole number"),
+        ({"time": "noon"}, "time is not a finite number"),
+        ({"time": math.inf}, "time is not a finite number"),
+        ({"step": math.nan}, "step is not a whole number"),
+    ],
+)
+def test_a_record_of_the_wrong_shape_is_skipped_with_a_note(tmp_path, bad, why):
+    write_chunk(tmp_path, "train", 0, [train(1, 0.9, 1001.0), {**train(2, 0.8, 1002.0), **bad}, train(3, 0.7, 1003.0)])
+    read = read_with_notes(tmp_path)
+    assert [r["step"] for r in read.sources["train"]] == [1, 3]
+    (note,) = read.summary()["notes"]
+    assert note.startswith("train/000000.jsonl record 2: " + why) and note.endswith("record skipped")
+    json.dumps(build_series(read.sources), allow_nan=False)  # the answer stays strict JSON
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kind": "device", "node": 0, "neuroncores": ["50"]},
+        {"kind": "device", "node": 0, "neuroncores": {"core0": 50.0}},
+        {"kind": "device", "node": 0, "neuroncores": {"0": "busy"}},
+        {"kind": "device", "node": "0", "neuroncores": {"0": 1.0}},
+        {"kind": "host", "node": -1.5, "cpu_percent": 5.0},
+        {"kind": "host", "node": 0, "cpu_percent": "5%"},
+    ],
+)
+def test_monitor_records_of_the_wrong_shape_are_skipped(tmp_path, bad):
+    good = {"v": 1, "time": 1.0, "kind": "host", "node": 0, "cpu_percent": 10.0}
+    write_chunk(tmp_path, "monitor-node0", 0, [good, {"v": 1, "time": 2.0, **bad}])
+    read = read_with_notes(tmp_path)
+    series = build_series(read.sources)  # what used to raise (and answer 500) for these
+    assert series["host"]["cpu"] == {"node0": [10.0]} and series["neuroncores"]["cores"] == {}
+    assert len(read.summary()["notes"]) == 1
+
+
+def test_whole_float_steps_plot_as_integers(tmp_path):
+    write_chunk(tmp_path, "train", 0, [{**train(1, 0.9, 1.0), "step": 1.0}])
+    assert build_series(read_stream(tmp_path.as_uri()))["loss"]["x"] == [1]
+
+
+def test_many_bad_records_give_a_bounded_list_of_notes(tmp_path):
+    write_chunk(tmp_path, "train", 0, [{**train(i, 0.5, float(i)), "loss": "x"} for i in range(50)])
+    notes = read_with_notes(tmp_path).summary()["notes"]
+    assert len(notes) == view_stream.MAX_NOTES + 1 and notes[-1] == f"{50 - view_stream.MAX_NOTES} more skipped"
+
+
+def test_the_read_keeps_at_most_max_records_the_newest_and_says_so(tmp_path):
+    for seq in range(6):
+        write_chunk(tmp_path, "train", seq, [train(seq * 10 + i, 0.5, float(seq * 10 + i)) for i in range(10)])
+    write_chunk(tmp_path, "monitor-node0", 0, [{"v": 1, "time": float(i), "kind": "host", "node": 0,
+                                               "cpu_percent": 1.0} for i in range(40)])  # fmt: skip
+    read = view_stream.read_stream(tmp_path.as_uri(), tmp_path.as_uri(), max_records=50)
+    assert [r["step"] for r in read.sources["train"]] == list(range(35, 60))  # half the budget each, newest
+    assert len(read.sources["monitor-node0"]) == 25
+    assert read.capped and any("50 a run" in n for n in read.summary()["notes"])
+    full = view_stream.read_stream(tmp_path.as_uri(), tmp_path.as_uri(), max_records=200)
+    assert not full.capped and full.summary()["notes"] == [] and len(full.sources["train"]) == 60
+
+
+def test_a_chunk_over_the_size_limit_is_skipped_unread(tmp_path, monkeypatch):
+    monkeypatch.setattr(view_stream, "MAX_CHUNK_BYTES", 1000)
+    write_chunk(tmp_path, "train", 0, [train(i, 0.5, float(i)) for i in range(30)])  # ~6 kB
+    write_chunk(tmp_path, "train", 1, [train(31, 0.5, 31.0)])
+    read = read_with_notes(tmp_path)
+    assert [r["step"] for r in read.sources["train"]] == [31]
+    assert read.summary()["notes"] == ["train/000000.jsonl: larger than 1000 bytes; chunk skipped"]
+
+
+def test_only_the_train_and_monitor_sources_are_read(tmp_path):
+    write_chunk(tmp_path, "train", 0, [train(1, 0.9, 1.0)])
+    write_chunk(tmp_path, "somebody-else", 0, [train(2, 0.9, 2.0)])
+    assert set(read_stream(tmp_path.as_uri())) == {"train"}
