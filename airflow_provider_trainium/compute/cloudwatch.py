@@ -7,6 +7,11 @@ triggerer can write no XCom or Variable, so the cursor is a small JSON object ne
 and how many events with that timestamp were emitted: a restarted trigger reads from that timestamp and skips
 those, so no line is emitted twice. (CloudWatch's ``nextForwardToken`` expires and cannot be replayed
 elsewhere; a timestamp can.)
+
+A trigger does not read the last lines itself: Airflow's triggerer closes the task's log when the trigger
+finishes, and lines it logged just before can still be on their way (they then land in the triggerer's own
+log, while the cursor says they were emitted). The loop leaves the lines it finds once the job has ended to
+:func:`drain`, which the task's ``execute_complete`` runs in the worker, from the cursor, to each stream's end.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from typing import Any
 from airflow_provider_trainium.compute.base import LogSink
 
 TAIL_LINES = 40
+#: Tries of a final read (throttled or failed GetLogEvents) before its lines are given up on, with a warning.
+DRAIN_TRIES = 5
+DRAIN_BACKOFF = 1.0
 
 
 def cursor_uri(output_uri: str | None, job_id: str) -> str | None:
@@ -116,10 +124,16 @@ class NodeLogs:
         self.streams: dict[int, str] = {}
         self.tokens: dict[int, str] = {}
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.emitted = 0
 
     def learn(self, node: int, stream: str | None) -> None:
         if stream and node not in self.streams:
             self.streams[node] = stream
+
+    def learn_all(self, log_streams: dict[str, str] | None) -> None:
+        """The streams a terminal event names (``JobEvent.log_streams``: node index -> stream)."""
+        for node, stream in (log_streams or {}).items():
+            self.learn(int(node), stream)
 
     async def fetch(self, client: Any) -> int:
         """Read what each node wrote since the last call; returns the number of lines."""
@@ -153,6 +167,7 @@ class NodeLogs:
                 line = f"[node {node}] {message}" if self.prefix else message
                 self.tail.append(line)
                 self.on_log(line)
+                self.emitted += 1
                 count += 1
             token = response.get("nextForwardToken")
             done = not response.get("events") or token == self.tokens.get(node)
@@ -160,3 +175,42 @@ class NodeLogs:
                 self.tokens[node] = token
             if done:
                 return count
+
+
+async def drain(logs: NodeLogs, client: Any, *, tries: int = DRAIN_TRIES, backoff: float = DRAIN_BACKOFF) -> int:
+    """Read every stream to its end after the job ended, retrying a failed read (throttling, a 5xx, a reset
+    connection): the last lines hold the cause of a failure. Resumes at the cursor each try, so nothing is
+    emitted twice; returns the number of lines."""
+    before = logs.emitted
+    for attempt in range(tries):
+        try:
+            await logs.fetch(client)
+            break
+        except Exception:
+            if attempt == tries - 1:
+                raise
+            await asyncio.sleep(backoff * 2**attempt)
+    return logs.emitted - before
+
+
+async def drain_streams(
+    log_group: str,
+    log_streams: dict[str, str],
+    on_log: LogSink,
+    cursor: LogCursor,
+    *,
+    prefix: bool,
+    aws_conn_id: str | None,
+    region_name: str | None,
+) -> tuple[str, ...]:
+    """What the streams of an ended job hold past ``cursor``, handed to ``on_log`` (the worker's side of the
+    trigger's log); returns those lines (the end of the job's log, for a failure's message)."""
+    from airflow.providers.amazon.aws.hooks.logs import AwsLogsHook
+
+    logs = NodeLogs(log_group, on_log, cursor, prefix=prefix)
+    logs.learn_all(log_streams)
+    if not logs.streams or not log_group:
+        return ()
+    async with await AwsLogsHook(aws_conn_id=aws_conn_id, region_name=region_name).get_async_conn() as client:
+        await drain(logs, client)
+    return tuple(logs.tail)

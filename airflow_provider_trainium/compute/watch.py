@@ -2,7 +2,9 @@
 
 The triggerer runs the same loop through the backend's trigger; here ``asyncio.run`` drives it directly.
 Both are built by :meth:`WatchedBackend.watch` from the same arguments (deadline, budget, log cursor), so a
-task waits the same way whether it defers or not.
+task waits the same way whether it defers or not. One difference: a trigger with a log cursor leaves the lines
+written after the job ended to the worker (:func:`drain_logs`, from ``execute_complete``), because the triggerer
+may route a finishing trigger's last lines to its own log instead of the task's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_trainium.compute.base import JobEvent, JobHandle, JobStatus, LogSink
+from airflow_provider_trainium.compute.cloudwatch import TAIL_LINES
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend
@@ -80,8 +83,10 @@ class WatchedBackend:
         budget: dict[str, float] | None = None,
         log_cursor_uri: str | None = None,
     ) -> Any:
-        """The trigger shell over :meth:`watch`: its one kwarg is the loop's arguments."""
+        """The trigger shell over :meth:`watch`: its one kwarg is the loop's arguments. With a cursor, the loop
+        leaves the log's tail to :func:`drain_logs` in the worker."""
         watch = self.watch(handle, deadline, budget, log_cursor_uri)
+        watch.tail_in_worker = log_cursor_uri is not None
         return trigger_from(self.trigger_classpath, {"watch": watch_kwargs(watch)})
 
     def wait(
@@ -109,3 +114,22 @@ def wait_for(
     if isinstance(backend, WatchedBackend):
         return backend.wait(handle, log, timeout_seconds, budget, log_cursor_uri)
     return backend.wait(handle, log, timeout_seconds, budget)
+
+
+def drain_logs(backend: ComputeBackend, event: dict[str, Any], log: LogSink, log_cursor_uri: str | None) -> JobStatus:
+    """The status a trigger's event carries, after the worker logged what the job wrote past the trigger's log
+    cursor (its tail, which the trigger leaves here); those lines end the status's ``log_tail``. Without a cursor
+    the trigger read the tail itself. A tail that cannot be read is a warning: the job's result stands."""
+    status = JobStatus.from_event(event)
+    if not log_cursor_uri or not isinstance(backend, WatchedBackend):
+        return status
+    job = JobEvent.from_dict(event)
+    watch = backend.watch(JobHandle.from_dict(job.handle), time.time(), None, log_cursor_uri)
+    try:
+        lines = asyncio.run(watch.drain(log, dict(job.log_streams)))
+    except Exception as err:  # noqa: BLE001
+        log(f"the last log lines of job {job.handle.get('job_id')} could not be read: {err}")
+        return status
+    if not lines:
+        return status
+    return dataclasses.replace(status, log_tail=(*status.log_tail, *lines)[-TAIL_LINES:])

@@ -504,7 +504,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         job = self.prepare(context)  # only a deferral from before prepared jobs were carried rebuilds it
         handle = JobHandle.from_dict(event["handle"])
         self.remember(context, handle, event.get("log_streams"))  # pre_execute reset the link record
-        return self.finish(context, job.spec, handle, JobStatus.from_event(event))
+        from airflow_provider_trainium.compute.watch import drain_logs
+
+        # the log's tail, which the trigger leaves to the worker: a finishing trigger's last lines can miss the task log
+        status = drain_logs(self.backend_for(job.compute), event, self.log.info, self.log_cursor(job, handle))
+        return self.finish(context, job.spec, handle, status)
 
     def record_cost(
         self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus | None = None

@@ -5,11 +5,14 @@ It reads the CloudWatch stream of every node of the job (not only the main node'
 absolute deadline or when its budget runs out, and ends with exactly one :class:`JobEvent`. An event for a job
 that ended carries what Batch billed each node (``billed_intervals``), read from the descriptions the loop
 has, so the job's cost needs no call of its own.
+
+In the triggerer (``tail_in_worker``) the loop reads no log once it sees the job ended: the task's
+``execute_complete`` reads that tail from the log cursor (:meth:`BatchJobWatch.drain`), because lines a trigger
+logs as it finishes can miss the task's log (see :mod:`airflow_provider_trainium.compute.cloudwatch`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,7 +32,7 @@ from airflow_provider_trainium.compute.batch.status import (
     started_at,
 )
 from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
-from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs
+from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs, drain, drain_streams
 
 MAX_LOG_DELAY = 300.0
 
@@ -49,6 +52,8 @@ class BatchJobWatch:
     stream_logs: bool = True
     log_cursor_uri: str | None = None
     budget: dict[str, float] | None = None
+    #: the worker reads the log lines written after the job ended (:meth:`drain`); set for a trigger with a cursor
+    tail_in_worker: bool = False
     _budget: Budget | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
@@ -87,7 +92,13 @@ class BatchJobWatch:
                 if nodes and state is JobState.RUNNING and self._budget is not None:
                     # a budget needs a start time; a multi-node parent may only show it on its node jobs
                     ask_nodes = ask_nodes or self._start(job, found) is None
-                if self.stream_logs and (state.terminal or time.monotonic() >= next_logs) and logs.streams:
+                if state.terminal:
+                    billed = await self._final_look(job, found, nodes, poller, logs)
+                    if self.stream_logs and not self.tail_in_worker:
+                        await self._read_tail(poller, logs, on_log)
+                    yield self._event(state, str(job.get("statusReason", "")), exit_code(job), logs, billed)
+                    return
+                if self.stream_logs and time.monotonic() >= next_logs and logs.streams:
                     try:
                         await logs.fetch(await poller.client("logs"))
                         log_delay = self.log_interval
@@ -96,10 +107,6 @@ class BatchJobWatch:
                             raise
                         log_delay = min(log_delay * 2, MAX_LOG_DELAY)
                     next_logs = time.monotonic() + log_delay
-                if state.terminal:
-                    billed = await self._final_look(job, found, nodes, poller, logs)
-                    yield self._event(state, str(job.get("statusReason", "")), exit_code(job), logs, billed)
-                    return
                 over = self._over_budget(job, found)
                 if over:
                     await self._terminate(STOP_REASON)
@@ -124,12 +131,26 @@ class BatchJobWatch:
                 found = {**found, **await poller.describe(nodes)}
             except Exception:  # noqa: BLE001 - the job's end stands; only its bill is left to the cost step
                 return None
-            known = len(logs.streams)
             self._learn_streams(job, found, logs)
-            if self.stream_logs and len(logs.streams) > known:
-                with contextlib.suppress(Exception):
-                    await logs.fetch(await poller.client("logs"))
         return batch_intervals(job, [found[n] for n in nodes if n in found])
+
+    async def _read_tail(self, poller: BatchJobPoller, logs: NodeLogs, on_log: LogSink) -> None:
+        """Every node's stream to its end, in the worker (the non-deferred wait): a read that keeps failing
+        is named in the log rather than failing the job's result."""
+        if not logs.streams:
+            return
+        try:
+            await drain(logs, await poller.client("logs"))
+        except Exception as err:  # noqa: BLE001 - the job's end stands
+            on_log(f"the last log lines could not be read: {err}")
+
+    async def drain(self, on_log: LogSink, log_streams: dict[str, str]) -> tuple[str, ...]:
+        """The worker's read of what the trigger left: every node's stream from the cursor to its end."""
+        if not self.stream_logs:
+            return ()
+        cursor = LogCursor(self.log_cursor_uri, self.aws_conn_id)
+        return await drain_streams(str(self.log_group), log_streams, on_log, cursor, prefix=True,
+                                   aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # fmt: skip
 
     def _start(self, job: dict[str, Any], found: dict[str, dict[str, Any]]) -> float | None:
         """When the job started running: its own ``startedAt``, else the earliest of its node jobs'."""

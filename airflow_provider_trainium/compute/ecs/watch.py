@@ -5,7 +5,8 @@ It ends when the task stops; it stops the task first when the absolute deadline 
 deadline is money spent on nothing), when the task has not started within the placement timeout (no
 capacity, no instance with the devices: stopped, not waited on forever) or when its budget runs out. The
 event for a task that stopped carries its ``startedAt`` to ``stoppedAt`` (``billed_intervals``) from the
-last DescribeTasks, so its cost needs no call of its own.
+last DescribeTasks, so its cost needs no call of its own. In the triggerer (``tail_in_worker``) the lines
+written after the task stopped are read by the worker from the log cursor (:meth:`EcsTaskWatch.drain`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from airflow_provider_trainium.compute.base import Interval, JobEvent, JobState, JobStatus, LogSink
 from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
-from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs
+from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs, drain, drain_streams
 from airflow_provider_trainium.compute.ecs.billing import ecs_intervals, epoch
 from airflow_provider_trainium.compute.ecs.status import NOT_STARTED, STOPPED, task_status
 
@@ -42,6 +43,8 @@ class EcsTaskWatch:
     placement_timeout: float = 1800.0
     log_cursor_uri: str | None = None
     budget: dict[str, float] | None = None
+    #: the worker reads the log lines written after the task stopped (:meth:`drain`); set for a trigger with a cursor
+    tail_in_worker: bool = False
     _budget: Budget | None = field(init=False, repr=False, default=None)
     _watch_started: float = field(init=False, repr=False, default=0.0)
 
@@ -116,16 +119,17 @@ class EcsTaskWatch:
         async with await ecs_hook.get_async_conn() as ecs, await logs_hook.get_async_conn() as cloudwatch:
             while True:
                 task = await self._describe(ecs)
-                await logs.fetch(cloudwatch)
-                if task is None:
-                    reason = f"ECS no longer knows task {self.handle['job_id']} (stopped tasks expire after ~1 hour)"
-                    yield self._event(JobStatus(JobState.FAILED, reason=reason), logs)
-                    return
-                status = task_status(task)
-                if status.state.terminal:
-                    await logs.fetch(cloudwatch)  # what the log driver flushed on exit
+                status = task_status(task) if task is not None else None
+                if status is None or status.state.terminal:
+                    if not self.tail_in_worker:
+                        await self._read_tail(logs, cloudwatch, on_log)  # with what the log driver flushed on exit
+                    if task is None or status is None:
+                        gone = f"ECS no longer knows task {self.handle['job_id']} (stopped tasks expire after ~1 hour)"
+                        yield self._event(JobStatus(JobState.FAILED, reason=gone), logs)
+                        return
                     yield self._event(status, logs, ecs_intervals(task))
                     return
+                await logs.fetch(cloudwatch)
                 now = time.time()
                 if now >= self.deadline:
                     reason = "the job did not finish before its deadline; the ECS task was stopped"
@@ -147,6 +151,24 @@ class EcsTaskWatch:
                     yield self._event(JobStatus(JobState.FAILED, reason=over), logs)
                     return
                 await asyncio.sleep(max(0.0, min(self.poll_interval, self.deadline - now)))
+
+    @staticmethod
+    async def _read_tail(logs: NodeLogs, cloudwatch: Any, on_log: LogSink) -> None:
+        """The stream to its end, in the worker (the non-deferred wait); a read that keeps failing is named."""
+        if not logs.streams:
+            return
+        try:
+            await drain(logs, cloudwatch)
+        except Exception as err:  # noqa: BLE001 - the task's end stands
+            on_log(f"the last log lines could not be read: {err}")
+
+    async def drain(self, on_log: LogSink, log_streams: dict[str, str]) -> tuple[str, ...]:
+        """The worker's read of what the trigger left: the task's stream from the cursor to its end."""
+        streams = {"0": str(self.details.get("log_stream") or ""), **log_streams}
+        cursor = LogCursor(self.log_cursor_uri, self.aws_conn_id)
+        group = str(self.details.get("log_group") or "")
+        return await drain_streams(group, {k: v for k, v in streams.items() if v}, on_log, cursor, prefix=False,
+                                   aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # fmt: skip
 
     async def cancel(self, reason: str) -> None:
         """Stop the task (a user killed the deferred task)."""

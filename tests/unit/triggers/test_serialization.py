@@ -42,6 +42,7 @@ WATCHES: dict[type[JobWatchTrigger], dict[str, Any]] = {
         "stream_logs": False,
         "log_cursor_uri": "s3://bucket/runs/1/.trainium/log-cursor-4c7a2d1e.json",
         "budget": BUDGET,
+        "tail_in_worker": True,
     },
     TrainiumEcsTaskTrigger: {
         "handle": {
@@ -57,6 +58,7 @@ WATCHES: dict[type[JobWatchTrigger], dict[str, Any]] = {
         "placement_timeout": 600.0,
         "log_cursor_uri": "s3://bucket/runs/1/.trainium/log-cursor-abc.json",
         "budget": BUDGET,
+        "tail_in_worker": True,
     },
 }
 #: Triggers that are not a watch loop's shell: every constructor argument, none at its default.
