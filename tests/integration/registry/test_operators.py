@@ -185,6 +185,7 @@ def test_retry_of_the_same_task_is_a_noop(local_root, tmp_path):
             model_name="m",
             source_uri=str(source),
             artifact_root=local_root,
+            require_evaluation=False,
             retries=1,
             retry_delay=timedelta(0),
         )

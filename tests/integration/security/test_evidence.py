@@ -1,0 +1,74 @@
+"""Task states are not evidence: with ``evaluate`` marked success (it never ran), ``register`` publishes and
+promotes only a model whose verdict record passed its very files; a backfill does not move ``latest``.
+
+``dag.test(mark_success_pattern=...)`` marks the evaluation task success without running it, as a user with
+task-instance edit rights would; the verdicts are written by the trainer's own writer, as the job would.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_trainium.registry import ModelRegistry
+from tests.conftest import set_trainium_connection
+from tests.integration.registry.conftest import run_dag
+from trainer.common.verdict import write_verdict
+
+
+def model_dir(tmp_path: Path) -> Path:
+    model = tmp_path / "runs" / "model"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"\x02" * 64)
+    (model / "metrics.json").write_text('{"accuracy": 0.5}')
+    return model
+
+
+def run_register(tmp_path: Path, dag_id: str, **run_kwargs):
+    from airflow.sdk import DAG
+
+    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.registry import RegisterModelOperator
+
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        evaluate = NeuronJobOperator(task_id="evaluate", entry_point="trainer.mnist_mlp.evaluate", distributed=False,
+                                     compute="local", output_uri=(tmp_path / "evaluation").as_uri())  # fmt: skip
+        register = RegisterModelOperator(task_id="register", model_name="m", source_uri=str(tmp_path / "runs/model"),
+                                         promote_alias="latest", promote_manual_runs=True, retries=0)  # fmt: skip
+        evaluate >> register
+    run = run_dag(dag, mark_success_pattern="^evaluate$", **run_kwargs)
+    return {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+def verdict(tmp_path: Path, model: Path, passed: bool) -> None:
+    write_verdict((tmp_path / "evaluation").as_uri(), model_uri=model.as_uri(), metric="accuracy",
+                  value=0.97 if passed else 0.4958, threshold=0.9, comparison=">=", passed=passed)  # fmt: skip
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch) -> str:
+    root = (tmp_path / "root").as_uri()
+    set_trainium_connection(monkeypatch, artifact_root=root)
+    return root
+
+
+@pytest.mark.parametrize("case", ["no verdict", "failed", "other files"])
+def test_a_marked_success_evaluation_promotes_nothing(tmp_path, root, case):
+    model = model_dir(tmp_path)
+    if case == "failed":
+        verdict(tmp_path, model, passed=False)
+    if case == "other files":
+        verdict(tmp_path, model, passed=True)
+        (model / "model.safetensors").write_bytes(b"\x03" * 64)  # not what was judged
+    states = run_register(tmp_path, f"evidence_{case.replace(' ', '_')}")
+    assert states == {"evaluate": "success", "register": "failed"}
+    assert ModelRegistry(root).list_models() == []
+
+
+def test_a_passing_verdict_for_these_files_registers_and_promotes(tmp_path, root):
+    model = model_dir(tmp_path)
+    verdict(tmp_path, model, passed=True)
+    assert run_register(tmp_path, "evidence_passed") == {"evaluate": "success", "register": "success"}
+    assert ModelRegistry(root).get_alias("m", "latest").version == 1
