@@ -119,8 +119,10 @@ bench-trainer: venv
 	$(BIN)/python benchmarks/llama_tokens.py
 
 # The whole deployment on this machine: PostgreSQL (cluster under .airflow/deployment/postgres, 127.0.0.1 only),
-# api-server (UI), scheduler, dag-processor and triggerer with the LocalExecutor; logs in .airflow/logs.
-# Prints the UI address and the login; Ctrl-C or `make airflow-stop` stops it. `make demo` stays on SQLite.
+# api-server (UI), scheduler, dag-processor, triggerer and a log server with the LocalExecutor, every listener on
+# 127.0.0.1 on free ports; logs in .airflow/logs. A component that dies (PostgreSQL too) is started again with
+# backoff. Prints the UI address and the login (a random admin password on the first start, or AIRFLOW_PASSWORD);
+# Ctrl-C or `make airflow-stop` stops it within 30 s. `make demo` stays on SQLite.
 .PHONY: airflow airflow-stop
 airflow: venv
 	$(BIN)/python -m airflow_provider_trainium.devserver up
