@@ -1,5 +1,5 @@
 """The Trainium view in a real browser (Debian's chromium driven by Playwright) against the real api-server of the
-deployment, over one finished local MNIST run.
+deployment, over one local MNIST run: watched while it trains, then finished.
 
 Screenshots go to test-artifacts/screenshots/ (printed by the tests)."""
 
@@ -13,22 +13,34 @@ from urllib.parse import quote, unquote, urlparse
 import pytest
 
 from airflow_provider_trainium.plugins.app import MAX_COMPARED
-from tests.e2e.conftest import wait_run
+from airflow_provider_trainium.plugins.locate import run_output_prefix
+from tests.e2e.conftest import TERMINAL, wait_for, wait_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 MNIST = "trainium_mnist_mlp"
 VIEW = "/trainium"
 ENDPOINTS = ["/", "/api/runs", f"/api/runs/{MNIST}/any-run", "/static/uPlot.iife.min.js", "/static/trainium-view.js"]
+#: FastAPI's own pages: off (they needed no login and pulled Swagger from a CDN).
+NO_PAGES = ["/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"]
+#: Long enough (about a minute of training on two busy cores) that the stream gets several chunks while the page
+#: is open; the run is the one every test here shares.
+EPOCHS = 100
 
 
 @pytest.fixture(scope="module")
-def run(api, deployment) -> dict[str, Any]:
-    """One finished local MNIST run, shared by every test here."""
+def triggered(api, deployment) -> str:
+    """The run id of the local MNIST run every test here shares."""
     api.unpause(MNIST)
-    resp = api.trigger(MNIST, {"compute": "local"})
+    resp = api.trigger(MNIST, {"compute": "local", "epochs": EPOCHS})
     resp.raise_for_status()
-    run_id = resp.json()["dag_run_id"]
+    return resp.json()["dag_run_id"]
+
+
+@pytest.fixture(scope="module")
+def run(api, deployment, triggered) -> dict[str, Any]:
+    """That run, finished."""
+    run_id = triggered
     assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
     return {
         "run_id": run_id,
@@ -64,6 +76,46 @@ def test_anonymous_requests_to_every_endpoint_are_refused(deployment):
         forged = {"Authorization": "Bearer not-a-token"}
         assert requests.get(url, headers=forged, timeout=30).status_code in (401, 403), path
         assert requests.get(url, cookies={"_token": "not-a-token"}, timeout=30).status_code in (401, 403), path
+    for path in NO_PAGES:
+        resp = requests.get(f"{deployment.url}{VIEW}{path}", timeout=30)
+        assert resp.status_code in (401, 403, 404) and "cdn" not in resp.text, path
+
+
+def loss_points(frame) -> int:
+    series = json.loads(frame.locator("[data-chart=loss]").get_attribute("data-series"))
+    return len(series.get("this run", {}).get("x", []))
+
+
+def test_a_running_training_is_plotted_and_updates_without_a_reload(page, deployment, api, triggered):
+    """Opened while ``train`` runs (found from the run's identity: no XCom names the output yet), the run page
+    redraws from the growing stream by itself until the task ends."""
+    run_id = triggered
+    root = (deployment.home / "trainium").as_uri()
+    chunks = Path(unquote(urlparse(run_output_prefix(root, MNIST, run_id, "train")).path)) / "stream" / "train"
+
+    def streaming() -> bool:
+        state = api.task_instance(MNIST, run_id, "train")["state"]
+        assert state not in TERMINAL, f"train ended ({state}) before its stream was seen"
+        return state in ("running", "deferred") and any(chunks.glob("*.jsonl"))
+
+    wait_for(streaming, 900, "the train task to write its first stream chunk", deployment)
+    page.goto(f"{deployment.url}{VIEW}/?dag_id={MNIST}&run_id={quote(run_id, safe='')}&task_id=train")
+    loaded(page)
+    page.evaluate("window.sameDocument = true")  # gone if anything reloads the page
+    page.locator("[data-chart=loss][data-rendered=true]").wait_for()
+    first = loss_points(page)
+    progress = page.locator("[data-testid=progress]").inner_text()
+    assert page.locator("body").get_attribute("data-state") in ("running", "deferred"), progress
+    step, total = map(int, progress.split()[1].split("/"))
+    assert first > 0 and step < total, f"the training ended before the page could see it grow: {progress}"
+    plotted = "(JSON.parse(document.querySelector('[data-chart=loss]').dataset.series)['this run'] || {x: []})"
+    page.wait_for_function(
+        f"n => {plotted}.x.length > n",
+        arg=first,
+        timeout=120_000,
+    )
+    assert page.evaluate("window.sameDocument") is True  # redrawn in place, not reloaded
+    assert int(page.locator("body").get_attribute("data-refreshes")) >= 1
 
 
 def test_plugin_is_registered_with_navigation_run_and_task_views(api):
