@@ -1,0 +1,53 @@
+"""One run's page over a real stream: a malformed record is a note on that page and on every later version's,
+not an error (it used to answer 500 on both)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from airflow_provider_trainium.plugins.locate import run_output_prefix
+from tests.conftest import set_trainium_connection
+from tests.unit.plugins.conftest import Rows, login
+
+
+def write_stream(root: str, dag_id: str, run_id: str, lines: list[str]) -> None:
+    folder = Path(run_output_prefix(root, dag_id, run_id, "train").removeprefix("file://")) / "stream" / "train"
+    folder.mkdir(parents=True)
+    (folder / "000000.jsonl").write_text("".join(line + "\n" for line in lines))
+
+
+def train(step: int, **fields) -> str:
+    return json.dumps({"v": 1, "kind": "train", "time": 1000.0 + step, "step": step, "loss": 1.0 / step, **fields})
+
+
+def registered(rows: Rows, dag_id: str, run_id: str, version: int) -> None:
+    rows.task(dag_id, run_id, xcoms={"metrics": {"accuracy": 0.9}})
+    rows.task(dag_id, run_id, task_id="register", operator="RegisterModelOperator",
+              xcoms={"return_value": {"name": "m", "version": version, "uri": "file:///m"}})  # fmt: skip
+
+
+def test_a_malformed_record_is_a_note_on_its_page_and_on_later_versions(client, auth_manager, rows, tmp_path,
+                                                                        monkeypatch):  # fmt: skip
+    root = (tmp_path / "root").as_uri()
+    set_trainium_connection(monkeypatch, artifact_root=root)
+    dag_id = rows.dag("bad_stream", "red")
+    registered(rows, dag_id, "r1", 1)
+    registered(rows, dag_id, "r2", 2)
+    write_stream(root, dag_id, "r1", [train(1), '{"v": 1, "kind": "train", "time": 1.0, "step": "two"}',
+                                      '{"v": 1, "kind": "train", "time": 1.0, "step": NaN, "loss": 0.5}',
+                                      train(3, loss=float("nan")), train(4)])  # fmt: skip
+    write_stream(root, dag_id, "r2", [train(1), train(2)])
+    admin = login(auth_manager, "admin", "admin")
+
+    first = client.get(f"/api/runs/{dag_id}/r1", headers=admin)
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["series"]["loss"] == {"x": [1, 3, 4], "y": [1.0, None, 0.25]}  # a NaN loss is a gap, kept
+    assert [n.split(":")[0] for n in body["stream"]["notes"]] == ["train/000000.jsonl record 2",
+                                                                  "train/000000.jsonl record 3"]  # fmt: skip
+    later = client.get(f"/api/runs/{dag_id}/r2", headers=admin)
+    assert later.status_code == 200, later.text
+    (previous,) = later.json()["previous"]
+    assert previous["run"]["run_id"] == "r1" and previous["series"]["loss"]["x"] == [1, 3, 4]
+    assert later.json()["series"]["loss"]["x"] == [1, 2] and later.json()["stream"]["notes"] == []
