@@ -1,4 +1,4 @@
-"""Every line a deferred Batch job writes reaches the task log once, the last ones included.
+"""Every line a deferred Batch job writes reaches the task log once, the last ones included, with 30 jobs too.
 
 Airflow's triggerer writes a trigger's log lines to the deferred task's log until it learns that the trigger
 finished; then it closes that log, and lines still on their way go to the triggerer's own log
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import re
 import time
 from collections import Counter
@@ -147,3 +148,88 @@ def test_a_failed_jobs_last_lines_name_the_cause(batch_env, capfd):
         operator(nodes=1).execute_complete(context(ti), event.to_dict(), **deferral.kwargs)
     assert str(failed.value).rstrip().endswith("[node 0] RuntimeError: NaN loss at step 12")
     assert worker_lines(capfd.readouterr().out, "") == [f"[node 0] {line}" for line in lines]
+
+
+JOBS = 30
+ROUNDS = 6
+
+
+def test_thirty_concurrent_jobs_across_a_triggerer_restart_log_every_line_once(batch_env, capfd):
+    """30 deferred two-node jobs in one triggerer (one event loop, one shared poller) while their nodes write,
+    the triggerer restarting halfway, each job ending at its own time with lines written as it ends: the lines
+    the triggers logged and those each ``execute_complete`` read add up to every line, once."""
+    rng = random.Random(25)
+    jobs = []
+    for j in range(JOBS):
+        ti = TaskInstanceStandIn(run_id=f"manual__2026-12-01T00:{j:02d}:00+00:00")
+        deferral, trigger = deferred_job(batch_env, ti, nodes=2)
+        streams = moto_batch.start_nodes(batch_env.region, trigger.handle["job_id"], 2, batch_env.logs,
+                                         batch_env.log_group)  # fmt: skip
+        jobs.append(Load(ti, deferral, trigger, streams, ends_after=rng.randint(2, ROUNDS)))
+
+    async def nodes_write(rounds: range) -> None:
+        for round_ in rounds:
+            for load in jobs:
+                if not load.ended:
+                    await asyncio.to_thread(load.write, batch_env, round_)
+            await asyncio.sleep(rng.uniform(0.1, 0.4))
+
+    def caught_up() -> bool:
+        return all(load.ended or len(load.lines) == len(load.written) for load in jobs)
+
+    async def triggerer(rounds: range, restarts: bool) -> None:
+        """One triggerer's life: every job's trigger from its stored kwargs, while the nodes write ``rounds``."""
+        tasks = [asyncio.ensure_future(first_event(restarted(load.trigger).watch(), load.lines.append))
+                 for load in jobs]  # fmt: skip
+        await nodes_write(rounds)
+        if not restarts:
+            for load, task in zip(jobs, tasks, strict=True):
+                load.event = await asyncio.wait_for(task, 120)
+            return
+        deadline = time.monotonic() + 60
+        while not caught_up() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        for task in tasks:  # the triggerer stops; the jobs go on
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(triggerer(range(1, 4), restarts=True))
+    asyncio.run(triggerer(range(4, ROUNDS + 1), restarts=False))
+
+    drained = 0
+    for load in jobs:
+        capfd.readouterr()
+        operator(nodes=2).execute_complete(context(load.ti), load.event.to_dict(), **load.deferral.kwargs)
+        tail = worker_lines(capfd.readouterr().out, "job")
+        counts = Counter(load.lines + tail)
+        assert sorted(counts) == sorted(load.written) and set(counts.values()) == {1}, (load.written, counts)
+        drained += len(tail)
+    streamed = sum(len(load.lines) for load in jobs)
+    assert streamed > JOBS * 6 and drained > JOBS, (streamed, drained)  # both halves carried lines
+
+
+@dataclass
+class Load:
+    """One job of the load test: what its nodes wrote, what its triggers logged, its event."""
+
+    ti: TaskInstanceStandIn
+    deferral: Any
+    trigger: TrainiumBatchJobTrigger
+    streams: list[str]
+    ends_after: int
+    ended: bool = False
+    written: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    event: Any = None
+
+    def write(self, batch_env: Any, round_: int) -> None:
+        """Three lines per node; in its last round the job ends right after them."""
+        start_ms = int(time.time() * 1000) - 60_000 + 10 * round_
+        job_id = self.trigger.handle["job_id"]
+        for node, stream in enumerate(self.streams):
+            lines = [f"job {job_id[:8]} node {node} round {round_} line {i}" for i in range(3)]
+            moto_batch.write_log(batch_env.logs, batch_env.log_group, stream, lines, start_ms)
+            self.written += [f"[node {node}] {line}" for line in lines]
+        if round_ >= self.ends_after:
+            moto_batch.finish(batch_env.region, job_id, success=True)
+            self.ended = True
