@@ -112,10 +112,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         if spec.nodes < 2:
             return
         client = self.hook.client
-        queues = client.describe_job_queues(jobQueues=[queue]).get("jobQueues", [])
-        if not queues:
-            raise BatchInputError(f"AWS Batch has no job queue {queue!r} (batch_job_queues of the trainium connection)")
-        arns = [o["computeEnvironment"] for o in queues[0].get("computeEnvironmentOrder", [])]
+        arns = [o["computeEnvironment"] for o in self.require_queue(queue).get("computeEnvironmentOrder", [])]
         environments = client.describe_compute_environments(computeEnvironments=arns).get("computeEnvironments", [])
         spot = sorted(
             env["computeEnvironmentName"]
@@ -175,10 +172,29 @@ class BatchBackend(WatchedBackend, ComputeBackend):
             },
         )
 
+    def jobs_named(self, queue: str, job_name: str) -> list[dict[str, Any]]:
+        """The queue's jobs with this name. A queue Batch does not know is the connection's error, not the
+        platform's: ListJobs refuses it (ClientException), and a retry would ask the same queue again."""
+        from botocore.exceptions import ClientError
+
+        try:
+            return list(self.hook.list_jobs_named(queue, job_name))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ClientException":
+                self.require_queue(queue)
+            raise
+
+    def require_queue(self, queue: str) -> dict[str, Any]:
+        """The queue's description; a :class:`BatchInputError` naming it when Batch has no such queue."""
+        queues = self.hook.client.describe_job_queues(jobQueues=[queue]).get("jobQueues", [])
+        if not queues:
+            raise BatchInputError(f"AWS Batch has no job queue {queue!r} (batch_job_queues of the trainium connection)")
+        return queues[0]
+
     def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
         """The newest job with this name and these tags on any of the connection's queues, in any status."""
         queues = sorted(set(self.config.batch_job_queues.values()))
-        summaries = [s for queue in queues for s in self.hook.list_jobs_named(queue, job_name)]
+        summaries = [s for queue in queues for s in self.jobs_named(queue, job_name)]
         if not summaries:
             return None
         jobs = [j for j in self.hook.describe_jobs([s["jobId"] for s in summaries]) if _tagged(j, tags)]
