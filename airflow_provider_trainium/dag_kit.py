@@ -95,12 +95,12 @@ def plan_record(context: Mapping[str, Any], task_id: str = PLAN_TASK_ID) -> dict
         raise AirflowFailException(f"no plan record at {uri}: the {task_id!r} task of this run has not planned it")
     xcom = ti.xcom_pull(task_ids=task_id)
     if xcom is not None and xcom != record:
-        changed = sorted(k for k in {*record, *(xcom if isinstance(xcom, dict) else {})}
-                         if not isinstance(xcom, dict) or xcom.get(k) != record.get(k))  # fmt: skip
+        pushed = xcom if isinstance(xcom, dict) else {}
+        changed = sorted(k for k in {*record, *pushed} if pushed.get(k) != record.get(k))
+        says = {k: pushed.get(k) for k in changed} if isinstance(xcom, dict) else xcom
         raise AirflowFailException(
-            f"the XCom of task {task_id!r} disagrees with the plan record at {uri} on {changed}: XCom "
-            f"{ {k: xcom.get(k) for k in changed} if isinstance(xcom, dict) else xcom!r}, record "
-            f"{ {k: record.get(k) for k in changed}!r}; refusing the XCom"
+            f"the XCom of task {task_id!r} disagrees with the plan record at {uri}: XCom {says!r}, record "
+            f"{ {k: record.get(k) for k in changed}!r}; refusing the XCom (XComs can be edited)"
         )
     return record
 
