@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 work = Path(sys.argv[1])
-(work / f"env-{os.environ.get('RANK', 'single')}.json").write_text(json.dumps(dict(os.environ)))
+name = f"env-{os.environ.get('RANK', 'single')}"
+(work / f"{name}.tmp").write_text(json.dumps(dict(os.environ)))
+(work / f"{name}.tmp").rename(work / f"{name}.json")  # the test never reads a half-written file
 while not (work / "go").exists():  # the test inspects the running job first
     time.sleep(0.05)

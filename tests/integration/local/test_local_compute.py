@@ -5,6 +5,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,35 @@ def alive(pid: int) -> bool:
     # a zombie is dead for our purposes
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+#: How often a test looks again for what a job's processes write (pid files, start lines): short next to a
+#: process start (~1 s here), long enough not to spin a core that the job itself needs.
+POLL_S = 0.05
+#: A job's processes start within seconds; this bound only turns a hang into a failure that says what.
+START_S = 120.0
+
+
+def wait_for(done: Callable[[], bool], what: str, still: Callable[[], None] = lambda: None) -> None:
+    """Look at ``done`` every ``POLL_S`` until it holds; ``still`` asserts what must hold meanwhile (the job
+    still runs). Fails naming ``what`` after ``START_S``."""
+    deadline = time.monotonic() + START_S
+    while not done():
+        still()
+        assert time.monotonic() < deadline, f"{what}: not within {START_S:.0f} s"
+        time.sleep(POLL_S)
+
+
+def started_lines(work: Path) -> list[str]:
+    """The ``count_runs`` job's start lines, one per rank start."""
+    return (work / "started").read_text().splitlines() if (work / "started").exists() else []
+
+
+def running(backend: LocalBackend, handle: JobHandle) -> Callable[[], None]:
+    def check() -> None:
+        assert backend.status(handle).state is JobState.RUNNING
+
+    return check
 
 
 @pytest.fixture
@@ -80,8 +111,7 @@ def test_timeout_kills_the_whole_tree(backend, tmp_path):
     pids = tmp_path / "pids"
     spec = JobSpec(name="t", entry_point="tests.integration.jobs.fail_rank", args=("99", "0", str(pids)), nodes=1)
     handle = backend.submit(spec, "job-1", {})
-    while len(list(pids.glob("*.pid"))) < 2:  # both ranks running (bounded by the test timeout)
-        assert backend.status(handle).state is JobState.RUNNING
+    wait_for(lambda: len(list(pids.glob("*.pid"))) >= 2, "both ranks running", running(backend, handle))
     status = backend.wait(handle, lambda line: None, timeout_seconds=1)
     assert status.state is JobState.FAILED and "timed out" in status.reason
     assert not any(alive(int(p.read_text())) for p in pids.glob("*.pid"))
@@ -93,8 +123,7 @@ def test_cancel_kills_processes_of_a_submitted_job(backend, tmp_path):
         name="t", entry_point="tests.integration.jobs.fail_rank", args=("99", "0", str(pids)), distributed=False
     )
     handle = backend.submit(spec, "job-1", {})
-    while not list(pids.glob("*.pid")):  # wait for the job to start (bounded by the test timeout)
-        assert backend.status(handle).state is JobState.RUNNING
+    wait_for(lambda: bool(list(pids.glob("*.pid"))), "the job's process started", running(backend, handle))
     pid = int(next(pids.glob("*.pid")).read_text())
     backend.cancel(handle, "test")
     assert not alive(pid)
@@ -106,8 +135,7 @@ def test_orphans_of_a_previous_worker_are_stopped_before_a_new_try(tmp_path):
         name="t", entry_point="tests.integration.jobs.fail_rank", args=("99", "0", str(pids)), distributed=False
     )
     first = LocalBackend(tmp_path / "state").submit(spec, "job-1", {})
-    while not list(pids.glob("*.pid")):
-        pass
+    wait_for(lambda: bool(list(pids.glob("*.pid"))), "the first worker's job started")
     orphan = int(next(pids.glob("*.pid")).read_text())
     second = LocalBackend(tmp_path / "state")  # a new worker process after a restart
     handle = second.submit(spec, "job-1", {})
@@ -143,6 +171,10 @@ while True:  # the worker waits on its job until it is killed
 """
 
 
+def worker_alive(worker: subprocess.Popen) -> None:
+    assert worker.poll() is None, f"the worker exited with {worker.returncode}"
+
+
 def test_a_killed_workers_job_is_attached_to_and_never_trained_twice(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
@@ -152,8 +184,7 @@ def test_a_killed_workers_job_is_attached_to_and_never_trained_twice(tmp_path):
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     submitted = json.loads(worker.stdout.readline())
-    while len((work / "started").read_text().splitlines() if (work / "started").exists() else []) < 2:
-        assert worker.poll() is None  # both ranks start (bounded by the test timeout)
+    wait_for(lambda: len(started_lines(work)) >= 2, "both ranks started", lambda: worker_alive(worker))
     worker.kill()  # SIGKILL: no on_kill, no cleanup
     worker.wait()
     worker.stdout.close()
@@ -193,8 +224,7 @@ def test_ranks_whose_torchrun_agent_was_killed_are_stopped_by_their_node(backend
     spec = JobSpec(name="t", entry_point="tests.integration.jobs.count_runs", args=(str(work),), nodes=1)
     handle = backend.submit(spec, "job-1", {})
     try:
-        while len((work / "started").read_text().splitlines() if (work / "started").exists() else []) < 2:
-            assert backend.status(handle).state is JobState.RUNNING
+        wait_for(lambda: len(started_lines(work)) >= 2, "both ranks started", running(backend, handle))
         supervisor = backend._jobs[handle.job_id].nodes[0].pid
         (agent,) = map(int, Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split())
         os.kill(agent, signal.SIGKILL)  # the ranks live in sessions of their own: nobody signals them
@@ -241,8 +271,9 @@ def test_the_trainer_gets_an_allowlisted_environment_and_a_loopback_rendezvous(b
                    env={"AWS_ACCESS_KEY_ID": "from-the-connection", "TRAINIUM_RUNTIME": "eager"})  # fmt: skip
     handle = backend.submit(spec, "job-1", {})
     try:
-        while len(list(work.glob("env-*.json"))) < 2:
-            assert backend.status(handle).state is JobState.RUNNING
+        wait_for(
+            lambda: len(list(work.glob("env-*.json"))) >= 2, "both ranks wrote their env", running(backend, handle)
+        )
         env = json.loads((work / "env-0.json").read_text())
         # the store is up while ranks run: it listens on the loopback address only
         assert listening_addresses(int(env["TRAINIUM_MAIN_PORT"])) == {"127.0.0.1"}
@@ -266,8 +297,7 @@ def test_a_job_cancelled_while_waited_on_ends_the_wait(backend, tmp_path):
     handle = backend.submit(spec, "job-1", {})
 
     def cancel_on_first_line(line: str) -> None:  # the launcher's own line comes first
-        while not list(pids.glob("*.pid")):  # then the job starts (bounded by the test timeout)
-            pass
+        wait_for(lambda: bool(list(pids.glob("*.pid"))), "the job's process started")  # then the job starts
         backend.cancel(handle, "test: cancelled from the log")
 
     status = backend.wait(handle, cancel_on_first_line, 120)
