@@ -1,11 +1,12 @@
-"""Components dying mid-run, as they do in real deployments: the scheduler, the worker running ``train``, and
-the triggerer while a Batch job (moto server) is deferred."""
+"""Components dying mid-run, as they do in real deployments: the scheduler, the worker running ``train``, the
+triggerer while a Batch job (moto server) is deferred, and PostgreSQL for 20 s while ``train`` runs."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute.naming import job_name
+from airflow_provider_trainium.devserver.supervisor import POSTGRES
 from tests.conftest import MOTO_REGION
 from tests.e2e.conftest import training_processes, wait_for, wait_run
 from tests.integration.batch import moto_batch
@@ -63,6 +65,27 @@ def test_killed_worker_retry_attaches_to_the_same_job_and_leaves_no_orphans(depl
     assert len(jobs) == 1, f"train ran as {len(jobs)} jobs: {jobs}"
     registered = api.xcom(MNIST, run_id, "register")
     assert registry.get_version("mnist-mlp", registered["version"]).metrics["samples_per_second"] > 0
+
+
+def test_a_20_s_postgres_outage_mid_training_ends_with_one_job_one_version_and_the_deployment_up(
+    deployment, supervisor, api, registry
+):
+    versions = len(registry.list_versions("mnist-mlp")) if "mnist-mlp" in registry.list_models() else 0
+    run_id = start_mnist_until_training(api, deployment)
+    supervisor.held.add(POSTGRES)  # the supervisor would start it again at once: hold it for the outage
+    try:
+        deployment.postgres.stop()
+        time.sleep(20)  # the fault itself: the database is gone for 20 s
+    finally:
+        supervisor.held.discard(POSTGRES)
+    deployment.wait_healthy(300, exit_fails=False)  # the database and every component back, whichever had died
+    assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
+    name = job_name(MNIST, "train", run_id)
+    jobs = sorted(p.name for p in (deployment.home / "trainium-local" / "jobs").glob(f"{name}-*"))
+    assert len(jobs) == 1, f"train ran as {len(jobs)} jobs: {jobs}"
+    assert len(registry.list_versions("mnist-mlp")) == versions + 1
+    deployment.wait_healthy(60, exit_fails=False)
+    assert all(proc.poll() is None for proc in deployment.procs.values()), deployment.tail()
 
 
 # -- the triggerer, with a Batch job deferred against the moto server ---------------------------------------
