@@ -1,8 +1,10 @@
-"""The deployment's own PostgreSQL cluster: loopback only, password auth, and a clean stop (a few seconds)."""
+"""The deployment's own PostgreSQL cluster: loopback only, password auth, and a clean stop within its bound
+(clients connected or not)."""
 
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -36,8 +38,13 @@ def test_cluster_listens_on_loopback_only_with_a_password_and_stops(cluster):
     with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
         psycopg2.connect(host="127.0.0.1", port=cluster.port, user=USER, password="wrong", dbname=DATABASE)
     cluster.init()  # idempotent: an existing cluster keeps its data and password
-    assert cluster.running()
-    cluster.stop()
-    assert not cluster.running()
+    assert cluster.running() and cluster.alive()
+    idle = psycopg2.connect(host="127.0.0.1", port=cluster.port, user=USER, password=cluster.password,
+                            dbname=DATABASE)  # fmt: skip
+    idle.cursor().execute("BEGIN")  # a client in a transaction: a fast shutdown ends it instead of waiting
+    started = time.monotonic()
+    cluster.stop(timeout=10)
+    assert time.monotonic() - started < 10
+    assert not cluster.running() and not cluster.alive()
     with pytest.raises(psycopg2.OperationalError):
         psycopg2.connect(host="127.0.0.1", port=cluster.port, user=USER, password=cluster.password, dbname=DATABASE)
