@@ -32,6 +32,7 @@ from airflow_provider_trainium.devserver.private_files import write_private
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "log-server")
 USERNAME = "admin"
+OLD_DEFAULT_PASSWORD = "admin"
 DEFAULT_UI_PORT = 8080
 LOOPBACK = "127.0.0.1"
 #: ``[core] hostname_callable``: task instances and triggerer jobs record 127.0.0.1 as their host, so the API
@@ -91,11 +92,13 @@ class Deployment:
         return f"http://{LOOPBACK}:{self.ui_port}"
 
     def _kept_password(self) -> str | None:
-        """The admin password of an earlier start of this home (``passwords.json``), if any."""
+        """The admin password of an earlier start of this home (``passwords.json``), if any; not the old
+        default ``admin`` that homes made before random passwords still hold."""
         try:
-            return json.loads(self.passwords_file.read_text()).get(USERNAME) or None
+            kept = json.loads(self.passwords_file.read_text()).get(USERNAME)
         except (OSError, ValueError, AttributeError):
             return None
+        return kept if kept and kept != OLD_DEFAULT_PASSWORD else None
 
     def _new_password(self) -> str:
         self.password_generated = True

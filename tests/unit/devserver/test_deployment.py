@@ -70,6 +70,9 @@ def test_the_admin_password_is_random_on_first_start_then_kept_unless_given(tmp_
     assert (again.password, again.password_generated) == (first.password, False)
     given = Deployment(tmp_path / "a", base_env={}, password="chosen-one")
     assert (given.password, given.password_generated) == ("chosen-one", False)
+    write_private(first.passwords_file, json.dumps({USERNAME: "admin"}))  # a home from before: admin/admin
+    upgraded = Deployment(tmp_path / "a", base_env={})
+    assert upgraded.password_generated and upgraded.password != "admin"
 
 
 @pytest.fixture
