@@ -135,3 +135,12 @@ airflow-stop:
 .PHONY: pin-base-digest
 pin-base-digest: venv
 	$(BIN)/python -m airflow_provider_trainium.image.pin_base
+
+# Deferred Batch jobs through the whole deployment against moto behind a fault proxy (5% throttling, 5xx,
+# resets, slow answers), with triggerer and scheduler restarts and a PostgreSQL outage; prints the counts and
+# their goals (docs/batch.md). Bounded by SOAK_MINUTES; SOAK_JOBS jobs.
+SOAK_MINUTES ?= 10
+SOAK_JOBS ?= 200
+.PHONY: soak
+soak: venv
+	$(BIN)/python -m benchmarks.soak --minutes $(SOAK_MINUTES) --jobs $(SOAK_JOBS)
