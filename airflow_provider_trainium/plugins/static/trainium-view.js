@@ -137,7 +137,7 @@
     return ys.length ? num(ys[ys.length - 1], 4) + " (last streamed)" : DASH;
   }
 
-  function summary(run, series) {
+  function summary(run, series, stream) {
     const items = [
       ["DAG run", el("a", { href: "/dags/" + encodeURIComponent(run.dag_id) + "/runs/" + encodeURIComponent(run.run_id), target: "_top" }, run.dag_id + " / " + run.run_id)],
       ["task", run.task_id + " (try " + run.try_number + ")"],
@@ -149,7 +149,7 @@
       ["final loss", finalLoss(run, series)],
       ["accuracy", num(run.final.accuracy, 4)],
       ["registered", version(run.model)],
-      ["output", run.output_uri || DASH],
+      ["output", run.output_uri || (stream && stream.location) || DASH],
     ];
     if (run.xcom_hidden) items.push(["XComs", "hidden: you may not read this DAG's XComs"]);
     return el("dl", { class: "summary", "data-testid": "summary" }, items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
@@ -195,7 +195,7 @@
 
   function runView(detail) {
     const run = detail.run;
-    const parts = [el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series)];
+    const parts = [el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series, detail.stream)];
     parts.push(...streamNotes(detail.stream));
     if (detail.series) {
       const p = detail.series.progress;
