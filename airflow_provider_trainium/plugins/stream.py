@@ -138,7 +138,9 @@ def read_stream(
         return None
     read = StreamRead(max_records=max_records)
     listed = artifacts.list_uris(base, aws_conn_id=aws_conn_id, kind="dir")
-    sources = [uri for uri in listed if _SOURCE.match(uri.rsplit("/", 1)[-1])][:MAX_SOURCES]
+    sources = [uri for uri in listed if _SOURCE.match(uri.rsplit("/", 1)[-1])]
+    if len(sources) > MAX_SOURCES:
+        read.capped, sources = True, sources[:MAX_SOURCES]
     budget = max(1, max_records // max(1, len(sources)))
     for uri in sources:
         read.sources[uri.rsplit("/", 1)[-1]] = read_source(artifacts.confined(uri, root), root, aws_conn_id,

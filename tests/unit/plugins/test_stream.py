@@ -225,3 +225,11 @@ def test_only_the_train_and_monitor_sources_are_read(tmp_path):
     write_chunk(tmp_path, "train", 0, [train(1, 0.9, 1.0)])
     write_chunk(tmp_path, "somebody-else", 0, [train(2, 0.9, 2.0)])
     assert set(read_stream(tmp_path.as_uri())) == {"train"}
+
+
+def test_sources_beyond_the_limit_are_not_read_and_the_read_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(view_stream, "MAX_SOURCES", 2)
+    for node in range(3):
+        write_chunk(tmp_path, f"monitor-node{node}", 0, [{"v": 1, "time": 1.0, "kind": "host", "node": node}])
+    read = read_with_notes(tmp_path)
+    assert sorted(read.sources) == ["monitor-node0", "monitor-node1"] and read.capped
