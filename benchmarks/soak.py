@@ -1,0 +1,449 @@
+"""Soak: deferred Batch jobs through the whole deployment while AWS misbehaves and components die.
+
+The deployment (``airflow_provider_trainium.devserver``: PostgreSQL, API server, scheduler, DAG processor,
+triggerer) runs ``trainium_allreduce_smoke`` on ``compute=batch`` against a moto server in this process,
+reached through :mod:`benchmarks.fault_proxy` (5% of calls throttled, failed, reset or slow by default).
+This process plays the Batch scheduler (``tests/integration/batch/moto_batch``): each submitted job starts
+two nodes, their streams get lines, and jobs end one by one, their last lines written as they end. Meanwhile
+the triggerer is killed and restarted (twice), the scheduler once, and PostgreSQL stops for 20 s.
+
+It prints, with each goal: SubmitJob calls per job (1), jobs lost or stuck (0), repeated and missing log
+lines (0), DescribeJobs calls per poll interval, triggerer memory per deferred job and the time from a job's
+end to its task's end.
+
+    make soak                                   # 200 jobs, at most SOAK_MINUTES (10)
+    python -m benchmarks.soak --jobs 20 --minutes 5 --triggerer-restarts 1 --scheduler-restarts 0 --pg-outage 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.fault_proxy import FaultPlan, FaultProxy
+
+REPO = Path(__file__).resolve().parents[1]
+HOME = REPO / "test-artifacts" / "soak-home"
+REGION = "us-east-1"
+POLL_INTERVAL = 30.0  # the Batch backend's DescribeJobs round
+LINES_PER_BATCH = 3  # per node and batch of lines
+BATCHES = 4  # batches of lines per job before its end batch
+
+
+@dataclass
+class Job:
+    """One run of the smoke DAG and what this process did to its Batch job."""
+
+    run_id: str
+    job_id: str | None = None
+    streams: list[str] = field(default_factory=list)
+    batches: int = 0
+    written: list[str] = field(default_factory=list)
+    ended_at: float | None = None
+    done_at: float | None = None
+    state: str = "queued"
+
+
+@dataclass
+class Results:
+    jobs: int
+    submit_calls: int
+    submitted_jobs: int
+    duplicates: int
+    lost: list[str]
+    stuck: list[str]
+    lines_written: int
+    repeated: int
+    missing: int
+    describe_per_interval: list[int]
+    memory_per_job_mib: float | None
+    peak_deferred: int
+    detect_seconds: list[float]
+    faults: Counter[tuple[str, str]]
+    events: list[str]
+    wall_seconds: float
+
+    def table(self) -> str:
+        busy = [n for n in self.describe_per_interval if n] or [0]
+        detect = sorted(self.detect_seconds) or [float("nan")]
+        rows = [
+            ("SubmitJob calls per job", f"{self.submit_calls / max(self.jobs, 1):.2f} "
+             f"({self.submit_calls} calls, {self.submitted_jobs} jobs in Batch, {self.duplicates} duplicates)", "1"),
+            ("jobs lost", f"{len(self.lost)}", "0"),
+            ("jobs stuck", f"{len(self.stuck)}", "0"),
+            ("repeated log lines", f"{self.repeated} of {self.lines_written}", "0"),
+            ("missing log lines", f"{self.missing} of {self.lines_written}", "0"),
+            (f"DescribeJobs per {POLL_INTERVAL:.0f} s", f"median {statistics.median(busy):.0f}, max {max(busy)}",
+             "~ceil(deferred/100) + tasks' own"),
+            ("triggerer memory per deferred job",
+             "n/a" if self.memory_per_job_mib is None else f"{self.memory_per_job_mib * 1024:.0f} KiB "
+             f"(peak {self.peak_deferred} deferred)", "small"),
+            ("job end -> task done", f"median {statistics.median(detect):.0f} s, max {detect[-1]:.0f} s",
+             f"<= {POLL_INTERVAL:.0f} s poll + scheduling"),
+            ("faults injected", f"{sum(self.faults.values())} ({self._fault_kinds()})", "5% of calls"),
+        ]  # fmt: skip
+        width = max(len(r[0]) for r in rows)
+        lines = [f"{'':{width}}  {'measured':<58}  goal", *(f"{a:{width}}  {b:<58}  {c}" for a, b, c in rows)]
+        lines.append(f"{self.jobs} jobs in {self.wall_seconds / 60:.1f} min; " + "; ".join(self.events))
+        return "\n".join(lines)
+
+    def _fault_kinds(self) -> str:
+        kinds = Counter()
+        for (_, kind), n in self.faults.items():
+            kinds[kind] += n
+        return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+
+    def at_goal(self) -> bool:
+        return (
+            self.submit_calls == self.jobs
+            and self.duplicates == 0
+            and not self.lost
+            and not self.stuck
+            and self.repeated == 0
+            and self.missing == 0
+        )
+
+
+class Soak:
+    """One soak on a started deployment, its REST API and the moto server behind ``proxy``."""
+
+    def __init__(self, deployment: Any, api: Any, moto_url: str, proxy: FaultProxy, *, jobs: int,
+                 fault_rate: float, minutes: float, triggerer_restarts: int, scheduler_restarts: int,
+                 pg_outage: float, seed: int = 25) -> None:  # fmt: skip
+        self.deployment = deployment
+        self.api = api
+        self.moto_url = moto_url
+        self.proxy = proxy
+        self.count = jobs
+        self.fault_rate = fault_rate
+        self.minutes = minutes
+        self.triggerer_restarts = triggerer_restarts
+        self.scheduler_restarts = scheduler_restarts
+        self.pg_outage = pg_outage
+        self.seed = seed
+        self.jobs: dict[str, Job] = {}
+        self.events: list[str] = []
+        self.memory: list[tuple[int, float]] = []  # (deferred tasks, triggerer RSS MiB)
+        self.clients: dict[str, Any] = {}
+        self._stop = threading.Event()
+
+    # -- the fake cloud ------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        """What ``tests/e2e/test_restarts.batch_deployment`` makes (queue, bucket, network, image, connections),
+        with the AWS connection's endpoint the fault proxy."""
+        import boto3
+        from moto.batch_simple.models import BatchSimpleBackend
+
+        from tests.e2e.test_restarts import BUCKET, IMAGE, LOG_GROUP, QUEUE, REPOSITORY, _keep_running
+        from tests.integration.batch import moto_batch
+        from tests.integration.conftest import EXECUTION_ROLE_ARN, JOB_ROLE_ARN, efa_network, register_image
+
+        BatchSimpleBackend._mark_job_as_finished = _keep_running  # jobs run until this process ends them
+        self.clients = {
+            name: boto3.client(
+                name,
+                endpoint_url=self.moto_url,
+                region_name=REGION,
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            )  # fmt: skip
+            for name in ("batch", "iam", "s3", "logs", "ec2", "ecr")
+        }
+        moto_batch.create_queue(self.clients["batch"], self.clients["iam"], QUEUE)
+        self.clients["s3"].create_bucket(Bucket=BUCKET)
+        with contextlib.suppress(self.clients["logs"].exceptions.ResourceAlreadyExistsException):
+            self.clients["logs"].create_log_group(logGroupName=LOG_GROUP)
+        subnet, group = efa_network(self.clients["ec2"])
+        register_image(self.clients["ecr"], IMAGE)
+        self.image, self.log_group = IMAGE, LOG_GROUP
+        connections = {
+            "aws_moto": {"conn_type": "aws", "login": "testing", "password": "testing",
+                         "extra": {"endpoint_url": self.proxy.url, "region_name": REGION}},
+            "trainium_default": {"conn_type": "trainium", "extra": {
+                "aws_conn_id": "aws_moto", "region_name": REGION, "artifact_root": f"s3://{BUCKET}/trainium",
+                "batch_job_queues": {"trn1.32xlarge": QUEUE}, "image": IMAGE, "ecr_repository": REPOSITORY,
+                "log_group": LOG_GROUP, "job_role_arn": JOB_ROLE_ARN, "ecs_execution_role_arn": EXECUTION_ROLE_ARN,
+                "subnets": [subnet], "security_groups": [group]}},
+        }  # fmt: skip
+        for conn_id, conn in connections.items():
+            self.api.request("DELETE", f"connections/{conn_id}")
+            resp = self.api.request("POST", "connections", json={"connection_id": conn_id, **conn,
+                                                                 "extra": json.dumps(conn["extra"])})  # fmt: skip
+            resp.raise_for_status()
+
+    def teardown(self) -> None:
+        for conn_id in ("aws_moto", "trainium_default"):
+            with contextlib.suppress(Exception):
+                self.api.request("DELETE", f"connections/{conn_id}")
+
+    # -- the run ---------------------------------------------------------------------------------------------
+    def run(self) -> Results:
+        from tests.e2e.test_restarts import SMOKE
+
+        started = time.time()
+        deadline = time.monotonic() + self.minutes * 60
+        self.proxy.set_plan(FaultPlan(rate=self.fault_rate, seed=self.seed, slow_seconds=2.0))
+        self.api.unpause(SMOKE)
+        baseline = self._triggerer_rss()
+        conf = {"compute": "batch", "nodes": 2, "instance_type": "trn1.32xlarge", "image": self.image,
+                "bandwidth_mb": 1}  # fmt: skip
+        for _ in range(self.count):
+            resp = self.api.trigger(SMOKE, conf)
+            resp.raise_for_status()
+            run_id = resp.json()["dag_run_id"]
+            self.jobs[run_id] = Job(run_id)
+        chaos = threading.Thread(target=self._chaos, args=(deadline,), name="soak-chaos", daemon=True)
+        chaos.start()
+        try:
+            while time.monotonic() < deadline and any(j.state not in ("success", "failed") for j in self.jobs.values()):
+                self._drive()
+                time.sleep(2)
+        finally:
+            self._stop.set()
+            chaos.join(timeout=120)
+            self.proxy.set_plan(FaultPlan())
+        ended = time.time()
+        return self._results(started, ended, baseline)
+
+    def _drive(self) -> None:
+        """One step of the fake Batch scheduler: start submitted jobs, write lines, end jobs in turn; and
+        read where the runs stand."""
+        from tests.e2e.test_restarts import SMOKE
+
+        with contextlib.suppress(Exception):
+            states = self._task_states()
+            for job in self.jobs.values():
+                if job.run_id in states:
+                    job.state = states[job.run_id]["state"] or job.state
+                    if job.state in ("success", "failed") and job.done_at is None:
+                        job.done_at = _epoch(states[job.run_id].get("end_date"))
+            deferred = sum(1 for s in states.values() if s["state"] == "deferred")
+            self.memory.append((deferred, self._triggerer_rss()))
+        for job in self.jobs.values():
+            if job.ended_at is not None:
+                continue
+            if job.job_id is None:
+                self._find(job, SMOKE)
+                continue
+            if job.state != "deferred":
+                continue  # lines only while the trigger follows the job
+            self._write(job, end=job.batches >= BATCHES)
+
+    def _find(self, job: Job, dag_id: str) -> None:
+        from airflow_provider_trainium.compute.naming import job_name
+        from tests.integration.batch import moto_batch
+
+        name = job_name(dag_id, "allreduce", job.run_id)
+        found = [j for j in list(moto_batch._backend(REGION)._jobs.values()) if j.job_name == name
+                 and "#" not in j.job_id]  # fmt: skip
+        if found:
+            job.job_id = found[0].job_id
+            job.streams = moto_batch.start_nodes(REGION, job.job_id, 2, self.clients["logs"], self.log_group)
+
+    def _write(self, job: Job, *, end: bool) -> None:
+        from tests.integration.batch import moto_batch
+
+        batch = job.batches
+        now_ms = int(time.time() * 1000)
+        for node, stream in enumerate(job.streams):
+            lines = [f"soak {job.job_id[:8]} node {node} batch {batch} line {i}" for i in range(LINES_PER_BATCH)]
+            moto_batch.write_log(self.clients["logs"], self.log_group, stream, lines, now_ms)
+            job.written += [f"[node {node}] {line}" for line in lines]
+        job.batches += 1
+        if end:  # the last lines come with the job's end, as the log driver flushes
+            moto_batch.finish(REGION, job.job_id, success=True)
+            job.ended_at = time.time()
+
+    def _task_states(self) -> dict[str, dict[str, Any]]:
+        from tests.e2e.test_restarts import SMOKE
+
+        found: dict[str, dict[str, Any]] = {}
+        offset = 0
+        while True:
+            page = self.api.get(f"dags/{SMOKE}/dagRuns/~/taskInstances", task_id="allreduce", limit=100,
+                                offset=offset)  # fmt: skip
+            for ti in page["task_instances"]:
+                if ti["task_id"] == "allreduce":
+                    found[ti["dag_run_id"]] = ti
+            offset += len(page["task_instances"])
+            if not page["task_instances"] or offset >= page["total_entries"]:
+                return found
+
+    def _triggerer_rss(self) -> float:
+        """The triggerer's resident memory (MiB), its child processes included."""
+        import psutil
+
+        proc = self.deployment.procs.get("triggerer")
+        if proc is None:
+            return float("nan")
+        try:
+            root = psutil.Process(proc.pid)
+            return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]) / 2**20
+        except psutil.Error:
+            return float("nan")
+
+    def _chaos(self, deadline: float) -> None:
+        """Triggerer restarts, scheduler restarts and the PostgreSQL outage, spread over the first 60% of the
+        run while jobs are deferred."""
+        plan: list[tuple[float, str]] = []
+        span = (deadline - time.monotonic()) * 0.6
+        steps = ["triggerer"] * self.triggerer_restarts + ["scheduler"] * self.scheduler_restarts
+        if self.pg_outage > 0:
+            steps.insert(min(2, len(steps)), "postgres")
+        for index, step in enumerate(steps):
+            plan.append((time.monotonic() + span * (index + 1) / (len(steps) + 1), step))
+        for at, step in plan:
+            while time.monotonic() < at:
+                if self._stop.wait(1):
+                    return
+            at_s = time.monotonic() - (deadline - self.minutes * 60)
+            try:
+                if step == "postgres":
+                    self.deployment.postgres.stop()
+                    self._stop.wait(self.pg_outage)
+                    self.deployment.postgres.start()
+                    self.events.append(f"PostgreSQL down {self.pg_outage:.0f} s at {at_s:.0f} s")
+                else:
+                    self.deployment.restart(step, group=step != "scheduler")
+                    self.events.append(f"{step} killed and restarted at {at_s:.0f} s")
+            except Exception as err:  # noqa: BLE001 - reported, the soak goes on
+                self.events.append(f"{step} at {at_s:.0f} s failed: {err}")
+
+    # -- the counts ------------------------------------------------------------------------------------------
+    def _results(self, started: float, ended: float, baseline: float) -> Results:
+        from airflow_provider_trainium.compute.naming import job_name
+        from tests.e2e.test_restarts import SMOKE
+        from tests.integration.batch import moto_batch
+
+        jobs_by_name = Counter(j.job_name for j in list(moto_batch._backend(REGION)._jobs.values())
+                               if "#" not in j.job_id)  # fmt: skip
+        names = {job_name(SMOKE, "allreduce", j.run_id) for j in self.jobs.values()}
+        lost = [j.run_id for j in self.jobs.values() if j.state == "failed" or (j.state == "success" and not j.job_id)]
+        stuck = [j.run_id for j in self.jobs.values() if j.state not in ("success", "failed")]
+        repeated = missing = written = 0
+        for job in self.jobs.values():
+            if not job.written:
+                continue
+            written += len(job.written)
+            counts = self._logged(job)
+            missing += sum(1 for line in job.written if counts[line] == 0)
+            repeated += sum(counts[line] - 1 for line in job.written if counts[line] > 1)
+        peak = max((d for d, _ in self.memory), default=0)
+        at_peak = [rss for d, rss in self.memory if d == peak and rss == rss]
+        per_job = (max(at_peak) - baseline) / peak if peak and at_peak and baseline == baseline else None
+        return Results(
+            jobs=self.count,
+            submit_calls=self.proxy.stats.forwarded["SubmitJob"],
+            submitted_jobs=sum(n for name, n in jobs_by_name.items() if name in names),
+            duplicates=sum(n - 1 for name, n in jobs_by_name.items() if name in names and n > 1),
+            lost=lost,
+            stuck=stuck,
+            lines_written=written,
+            repeated=repeated,
+            missing=missing,
+            describe_per_interval=self.proxy.stats.per_interval("DescribeJobs", POLL_INTERVAL, started, ended),
+            memory_per_job_mib=per_job,
+            peak_deferred=peak,
+            detect_seconds=[j.done_at - j.ended_at for j in self.jobs.values() if j.done_at and j.ended_at],
+            faults=Counter(self.proxy.stats.faults),
+            events=self.events,
+            wall_seconds=ended - started,
+        )
+
+    def _logged(self, job: Job) -> Counter[str]:
+        """How often each ``[node N] soak ...`` line is in the task's log (every try)."""
+        from tests.e2e.test_restarts import SMOKE
+
+        counts: Counter[str] = Counter()
+        try:
+            ti = self.api.task_instance(SMOKE, job.run_id, "allreduce")
+            for try_number in range(1, int(ti.get("try_number") or 1) + 1):
+                for entry in self.api.log_entries(SMOKE, job.run_id, "allreduce", try_number):
+                    event = str(entry.get("event", ""))
+                    if "] soak " in event:
+                        counts[event.strip()] += 1
+        except Exception:  # noqa: BLE001 - an unreadable log counts as missing lines
+            pass
+        return counts
+
+
+def _epoch(value: str | None) -> float | None:
+    if not value:
+        return None
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("SOAK_JOBS", 200)))
+    parser.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", 10)))
+    parser.add_argument("--fault-rate", type=float, default=0.05)
+    parser.add_argument("--triggerer-restarts", type=int, default=2)
+    parser.add_argument("--scheduler-restarts", type=int, default=1)
+    parser.add_argument("--pg-outage", type=float, default=20.0, help="seconds PostgreSQL is down (0: none)")
+    args = parser.parse_args(argv)
+
+    import requests
+    from moto.server import ThreadedMotoServer
+
+    from airflow_provider_trainium.devserver import Deployment
+    from airflow_provider_trainium.devserver.deployment import USERNAME, stop_recorded
+    from tests.conftest import free_port
+    from tests.e2e.conftest import Api
+
+    os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    port = free_port()
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    moto.start()
+    moto_url = f"http://127.0.0.1:{port}"
+    requests.post(f"{moto_url}/moto-api/config", json={"batch": {"use_docker": False}}, timeout=10).raise_for_status()
+    if (HOME / "deployment" / "state.json").exists():
+        stop_recorded(HOME)
+    shutil.rmtree(HOME, ignore_errors=True)
+    HOME.mkdir(parents=True)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
+    deployment = Deployment(HOME, ui_port=free_port(), base_env=base_env, extra_env=deployment_env(args.jobs))
+    print(f"starting the deployment in {HOME} ...", flush=True)
+    deployment.start()
+    try:
+        with FaultProxy(moto_url) as proxy:
+            api = Api(deployment.url, USERNAME, deployment.passwords[USERNAME])
+            soak = Soak(deployment, api, moto_url, proxy, jobs=args.jobs, fault_rate=args.fault_rate,
+                        minutes=args.minutes, triggerer_restarts=args.triggerer_restarts,
+                        scheduler_restarts=args.scheduler_restarts, pg_outage=args.pg_outage)  # fmt: skip
+            soak.setup()
+            results = soak.run()
+            soak.teardown()
+    finally:
+        deployment.stop()
+        moto.stop()
+    print(results.table())
+    return 0 if results.at_goal() else 1
+
+
+def deployment_env(jobs: int) -> dict[str, str]:
+    """Every run active at once (deferred tasks hold no worker slot), no scheduled runs."""
+    return {
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": str(max(16, jobs)),
+        "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(max(16, jobs)),
+        "AIRFLOW__TRIGGERER__CAPACITY": str(max(1000, jobs)),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
