@@ -51,6 +51,7 @@ class Job:
     batches: int = 0
     written: list[str] = field(default_factory=list)
     ended_at: float | None = None
+    next_write: float = 0.0
     done_at: float | None = None
     state: str = "queued"
 
@@ -71,6 +72,7 @@ class Results:
     peak_deferred: int
     detect_seconds: list[float]
     faults: Counter[tuple[str, str]]
+    calls: Counter[str]
     events: list[str]
     wall_seconds: float
 
@@ -91,6 +93,7 @@ class Results:
              f"(peak {self.peak_deferred} deferred)", "small"),
             ("job end -> task done", f"median {statistics.median(detect):.0f} s, max {detect[-1]:.0f} s",
              f"<= {POLL_INTERVAL:.0f} s poll + scheduling"),
+            ("calls that reached moto", ", ".join(f"{k} {n}" for k, n in self.calls.most_common(6)), ""),
             ("faults injected", f"{sum(self.faults.values())} ({self._fault_kinds()})", "5% of calls"),
         ]  # fmt: skip
         width = max(len(r[0]) for r in rows)
@@ -203,6 +206,8 @@ class Soak:
             resp.raise_for_status()
             run_id = resp.json()["dag_run_id"]
             self.jobs[run_id] = Job(run_id)
+        # jobs end over the first 60% of the run, so every restart and the outage find deferred jobs
+        self.pace = self.minutes * 60 * 0.6 / (BATCHES + 1)
         chaos = threading.Thread(target=self._chaos, args=(deadline,), name="soak-chaos", daemon=True)
         chaos.start()
         try:
@@ -236,8 +241,9 @@ class Soak:
             if job.job_id is None:
                 self._find(job, SMOKE)
                 continue
-            if job.state != "deferred":
-                continue  # lines only while the trigger follows the job
+            if job.state != "deferred" or time.monotonic() < job.next_write:
+                continue  # lines only while the trigger follows the job, one batch per pace
+            job.next_write = time.monotonic() + self.pace
             self._write(job, end=job.batches >= BATCHES)
 
     def _find(self, job: Job, dag_id: str) -> None:
@@ -357,6 +363,7 @@ class Soak:
             peak_deferred=peak,
             detect_seconds=[j.done_at - j.ended_at for j in self.jobs.values() if j.done_at and j.ended_at],
             faults=Counter(self.proxy.stats.faults),
+            calls=Counter(self.proxy.stats.forwarded),
             events=self.events,
             wall_seconds=ended - started,
         )
