@@ -78,6 +78,14 @@ def test_find_existing_returns_the_newest_job_with_the_same_name_and_tags(batch_
     assert backend.status(found).state is JobState.SUCCEEDED
 
 
+#: Poll rounds (0.2 s each) the every-node test lets the watch take to emit every node's line, and later to see
+#: the job end. Round 1 describes the parent (no node streams yet: the watch asks for the node jobs), round 2
+#: learns the node jobs' streams and starts reading them (log_interval 0); the read runs beside the next rounds,
+#: so the lines show up from round 3 on (measured: 3 rounds; 2 fail). 25 rounds (~5 s) leave room for a read
+#: slowed by a loaded machine; a watch that stops streaming fails here in seconds, not at the job's 600 s deadline.
+STREAM_ROUNDS = 25
+
+
 def test_trigger_streams_every_node_and_fires_success(batch_env):
     backend = batch_env.backend()
     handle = backend.submit(spec(), "job-a", TAGS)
@@ -86,19 +94,26 @@ def test_trigger_streams_every_node_and_fires_success(batch_env):
     now_ms = int(time.time() * 1000)
     for node, stream in enumerate(streams):
         moto_batch.write_log(batch_env.logs, batch_env.log_group, stream, [f"hello from node {node}"], now_ms)
-    watch = backend.watch(handle, time.time() + 600)
+    watch = backend.watch(handle, time.time() + 600)  # the job's deadline; the rounds below bound the test
     lines: list[str] = []
 
     async def scenario() -> dict[str, Any]:
         task = asyncio.create_task(watch_event(watch, lines.append))
         poller = BatchJobPoller.shared(watch.aws_conn_id, watch.region_name, watch.poll_interval)
-        while len(lines) < 4 and not task.done():  # rounds, not wall time: the job runs until we finish it
+        rounds = 0
+        while len(lines) < 4 and not task.done() and rounds < STREAM_ROUNDS:  # rounds, not wall time
             await poller.next_round()
-        assert not task.done(), task.result()
+            rounds += 1
+        assert len(lines) == 4 and not task.done(), f"after {rounds} rounds: {lines}"
         for node, stream in enumerate(streams):
             moto_batch.write_log(batch_env.logs, batch_env.log_group, stream, [f"done on node {node}"], now_ms + 10)
         moto_batch.finish(batch_env.region, handle.job_id, success=True)
-        return await task
+        rounds = 0
+        while not task.done() and rounds < STREAM_ROUNDS:  # the next round sees it ended, then the tail is read
+            await poller.next_round()
+            rounds += 1
+        assert task.done(), f"the watch saw no end in {rounds} rounds"
+        return task.result()
 
     event = asyncio.run(scenario())
     assert event["state"] == "SUCCEEDED" and event["handle"]["job_id"] == handle.job_id
