@@ -29,6 +29,7 @@ def test_stop_is_bounded_by_its_grace_and_kills_what_ignores_sigterm(make_deploy
     started = time.monotonic()
     dep.stop(grace=3)
     elapsed = time.monotonic() - started
-    assert elapsed < 3.5, f"stop(grace=3) took {elapsed:.1f} s"
+    # the grace plus a bound for the SIGKILLs and PostgreSQL's fast stop (an unbounded stop waits for ever)
+    assert elapsed < 6, f"stop(grace=3) took {elapsed:.1f} s"
     assert all(gone(pid) for pid in pids), [p for p in pids if not gone(p)]
     assert dep.procs == {} and not (dep.state_dir / "state.json").exists()
