@@ -157,11 +157,15 @@ def test_the_cost_is_what_the_wait_saw_billed(monkeypatch, tmp_path):
 
 
 def test_a_deferred_jobs_cost_is_what_its_event_carried(monkeypatch, tmp_path):
+    from airflow_provider_trainium.compute.cloudwatch import cursor_uri
+
     op, backend = watched(monkeypatch, tmp_path)
     ctx = context()
     event = JobEvent(HANDLE.to_dict(), JobState.SUCCEEDED, billed_intervals=((T0, T0 + 3600),)).to_dict()
     op.execute_complete(ctx, event, prepared=op._prepared.to_dict())  # type: ignore[union-attr]
-    assert ctx["ti"].xcoms["trainium_cost"]["usd"] == 21.5 and backend.watches == []
+    assert ctx["ti"].xcoms["trainium_cost"]["usd"] == 21.5
+    # the worker only drains the log's tail past the cursor: no budgeted wait of its own
+    assert [(w.budget, w.log_cursor_uri) for w in backend.watches] == [(None, cursor_uri("s3://b/out", "job-1"))]
 
 
 def test_execute_complete_finishes_with_the_spec_prepared_before_deferring():
