@@ -111,6 +111,35 @@ def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkey
     assert definition["containerDefinitions"][0]["image"] == built
 
 
+def test_an_edited_build_xcom_is_refused_before_any_run_task(ecs_world, monkeypatch, tmp_path):
+    """The build task's XCom rewritten to another image (the USER role may edit XComs): the job re-derives what the
+    run built (the registry's digest under the sources' content-hash tag), refuses the XCom, and calls no ECS API."""
+    from airflow.sdk import DAG
+
+    from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+    from airflow_provider_trainium.operators.job import NeuronJobOperator
+
+    built = f"registry.example.com:5000/trainium@{DIGEST}"
+
+    class EditedXCom(NeuronImageBuildOperator):
+        def execute(self, context):  # what an edited XCom says
+            return "docker.io/attacker/x:latest"
+
+        def derived_image(self):  # what the registry holds for this run's sources
+            return built, None, None
+
+    ecs_world.add_instance("trn1.2xlarge")
+    connect_trainium(ecs_world, monkeypatch)
+    with DAG("edited_build_xcom", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        build = EditedXCom(task_id="build_image")
+        job = NeuronJobOperator(task_id="job", entry_point="trainer.allreduce", distributed=False, compute="ecs",
+                                image="{{ ti.xcom_pull(task_ids='build_image') }}", retries=0)  # fmt: skip
+        build >> job
+    run = run_dag(dag)
+    assert states(run) == {"build_image": "success", "job": "failed"}
+    assert ecs_calls(ecs_world) == ([], [])
+
+
 @pytest.mark.parametrize("image", [PUBLIC, f"{BATCH_REPOSITORY}:latest"])
 def test_batch_refuses_an_untrusted_image_with_no_submit_job(batch_env, image):
     from airflow.sdk.exceptions import AirflowFailException
