@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from airflow_provider_trainium.devserver.host_check import ALLOWED_HOSTS_ENV
-from airflow_provider_trainium.devserver.postgres import PostgresCluster, free_port, port_is_free
+from airflow_provider_trainium.devserver.postgres import PostgresCluster, free_port, pid_alive, port_is_free
 from airflow_provider_trainium.devserver.private_files import write_private
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "log-server")
@@ -298,25 +298,15 @@ def stop_recorded(home: Path, timeout: float = 60) -> bool:
         return False
     state = json.loads(state_file.read_text())
     supervisor = state["supervisor"]
-    if supervisor != os.getpid() and _alive(supervisor):
+    if supervisor != os.getpid() and pid_alive(supervisor):
         os.kill(supervisor, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _alive(supervisor) and time.monotonic() < deadline:
+        while pid_alive(supervisor) and time.monotonic() < deadline:
             time.sleep(0.5)
-        if not _alive(supervisor):
+        if not pid_alive(supervisor):
             return True
     for pid in state.get("groups", state["components"].values()):  # the supervisor died without cleaning up
         _signal_group(pid, signal.SIGKILL)
     PostgresCluster(home / "deployment" / "postgres", port=state["pg_port"]).stop()
     state_file.unlink(missing_ok=True)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

@@ -46,6 +46,17 @@ def port_is_free(port: int) -> bool:
         return True
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts), without signalling it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class PostgresCluster:
     """``initdb`` once, then ``pg_ctl start``/``stop``; the password lives next to the data, readable by its owner."""
 
@@ -137,13 +148,7 @@ class PostgresCluster:
             pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
         except (OSError, ValueError):
             return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(pid)
 
     def stop(self, timeout: float = 10) -> None:
         """Fast shutdown (sessions ended, no waiting for clients) within ``timeout`` s, then immediate."""

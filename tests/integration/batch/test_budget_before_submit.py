@@ -22,18 +22,23 @@ with DAG("budget_guard", schedule=None, start_date=dt.datetime(2026, 1, 1)) as d
 """
 
 
-def load_dag(tmp_path, monkeypatch, budget: float):
+def load_dag_file(tmp_path, monkeypatch, dag_id: str, source: str):
+    """``source`` as the DAG file ``<dag_id>.py`` of its own bundle, imported; its DAG."""
     folder = tmp_path / "dags"
     folder.mkdir()
-    path = folder / "budget_guard.py"
-    path.write_text(DAG_FILE.format(image=IMAGE, budget=budget))
+    path = folder / f"{dag_id}.py"
+    path.write_text(source)
     bundle = {"name": "budget", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
               "kwargs": {"path": str(folder), "refresh_interval": 0}}  # fmt: skip
     monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-    spec = importlib.util.spec_from_file_location("budget_guard", path)
+    spec = importlib.util.spec_from_file_location(dag_id, path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module.dag
+
+
+def load_dag(tmp_path, monkeypatch, budget: float):
+    return load_dag_file(tmp_path, monkeypatch, "budget_guard", DAG_FILE.format(image=IMAGE, budget=budget))
 
 
 def test_a_budget_below_the_worst_case_is_refused_before_submit_job(batch_env, tmp_path, monkeypatch, capfd):
@@ -79,17 +84,8 @@ with DAG("budget_ceiling", schedule=None, start_date=dt.datetime(2026, 1, 1),
 
 
 def load_ceiling_dag(tmp_path, monkeypatch, ceiling: float, budget: str):
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    path = folder / "budget_ceiling.py"
-    path.write_text(CEILING_DAG_FILE.format(image=IMAGE, ceiling=ceiling, budget=budget))
-    bundle = {"name": "budget", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-              "kwargs": {"path": str(folder), "refresh_interval": 0}}  # fmt: skip
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-    spec = importlib.util.spec_from_file_location("budget_ceiling", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.dag
+    source = CEILING_DAG_FILE.format(image=IMAGE, ceiling=ceiling, budget=budget)
+    return load_dag_file(tmp_path, monkeypatch, "budget_ceiling", source)
 
 
 def test_a_budget_above_the_dags_ceiling_is_refused_before_submit_job(batch_env, tmp_path, monkeypatch, capfd):
