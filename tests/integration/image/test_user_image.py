@@ -52,6 +52,8 @@ class TaskInstanceStandIn:
     """Keeps what the build task pushes and hands it back as a later task's ``xcom_pull`` would."""
 
     task_id: str = "user_image"
+    dag_id: str = "user_image_dag"
+    run_id: str = "manual__1"
     xcoms: dict[str, Any] = field(default_factory=dict)
 
     def xcom_push(self, key: str, value: Any) -> None:
@@ -137,7 +139,12 @@ def test_labels_come_through_from_so_the_stack_is_detected(user_image: UserImage
     class Dag:  # what a job task of the same run asks: the labels of the image this run built
         tasks = [user_image.operator]
 
-    assert built_image_labels({"ti": user_image.ti}, Dag(), user_image.reference) == labels
+        def get_task(self, task_id: str) -> Any:
+            return next(task for task in self.tasks if task.task_id == task_id)
+
+    with pytest.MonkeyPatch.context() as monkeypatch:  # re-deriving the image reads the connection's registry
+        set_trainium_connection(monkeypatch, image=user_image.training.result.tagged)
+        assert built_image_labels({"ti": user_image.ti}, Dag(), user_image.reference) == labels
 
 
 def test_the_user_image_keeps_the_container_contract(user_image: UserImage) -> None:
