@@ -54,8 +54,10 @@ def retry_dag():
 
 def register(dag) -> None:
     """Write a DAG built in the test into the metadata DB, as the DAG processor does for a DAG file."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
 
+    DagBundlesManager().sync_bundles_to_db()  # the `dags-folder` bundle row, which a fresh Airflow home lacks
     bag = DagBag(dag_folder=os.devnull)
     bag.bag_dag(dag)
     sync_bag_to_db(bag, "dags-folder", None)
