@@ -59,35 +59,10 @@ demo: airflow-home
 # The native stack's tests (marker `native`, set by these folders in tests/conftest.py) run in .venv-native on
 # torch 2.14 (test-native); the main venv's run (torch 2.9 + torch-xla) does not collect them.
 NATIVE_TESTS := tests/unit/trainer/native tests/unit/trainer/titan tests/integration/native tests/integration/titan
-# Two lanes at once: the CPU-bound tests (main venv, then the native venv) and the e2e deployments, which mostly
-# wait on their scheduler and triggerer. Each lane has its own Airflow home; the e2e lane's report is printed
-# whole when it ends (test-artifacts/e2e-pytest.log), so the two never interleave.
-AIRFLOW_HOME_E2E := $(CURDIR)/.airflow-e2e
-E2E_LOG := $(CURDIR)/test-artifacts/e2e-pytest.log
-.PHONY: test-main test-e2e test-lane-cpu test-lane-e2e
-test: airflow-home $(AIRFLOW_HOME_E2E)/.migrated $(AIRFLOW_HOME_NATIVE)/.migrated
+test: airflow-home
 	$(BIN)/ruff check .
-	$(MAKE) -j2 test-lane-cpu test-lane-e2e
-
-test-lane-cpu:
-	$(MAKE) test-main
+	$(BIN)/python -m pytest $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
 	$(MAKE) test-native
-
-test-lane-e2e:
-	mkdir -p $(dir $(E2E_LOG))
-	$(MAKE) test-e2e > $(E2E_LOG) 2>&1; rc=$$?; echo "===== e2e lane (exit $$rc) ====="; cat $(E2E_LOG); exit $$rc
-
-test-main: airflow-home
-	$(BIN)/python -m pytest --ignore=tests/e2e $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
-
-test-e2e: $(AIRFLOW_HOME_E2E)/.migrated
-	AIRFLOW_HOME=$(AIRFLOW_HOME_E2E) $(BIN)/python -m pytest tests/e2e --durations=25 $(PYTEST_ARGS)
-
-$(AIRFLOW_HOME_E2E)/.migrated: $(VENV)/.installed
-	mkdir -p $(AIRFLOW_HOME_E2E)
-	AIRFLOW_HOME=$(AIRFLOW_HOME_E2E) $(BIN)/airflow db migrate > $(AIRFLOW_HOME_E2E)/migrate.log 2>&1 \
-		|| (tail -n 40 $(AIRFLOW_HOME_E2E)/migrate.log; exit 1)
-	touch $@
 
 test-native: $(AIRFLOW_HOME_NATIVE)/.migrated
 	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
@@ -112,7 +87,7 @@ lock:
 	$(UV_COMPILE) docker/requirements.in -c docker/requirements-base.txt --python-version 3.12 -o docker/requirements.txt
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_HOME) $(AIRFLOW_HOME_E2E) $(VENV_NATIVE) $(AIRFLOW_HOME_NATIVE)
+	rm -rf $(VENV) $(AIRFLOW_HOME) $(VENV_NATIVE) $(AIRFLOW_HOME_NATIVE)
 
 bench-parse: airflow-home
 	$(BIN)/python benchmarks/dag_parse.py
