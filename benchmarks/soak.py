@@ -1,15 +1,17 @@
-"""Soak: deferred Batch jobs through the whole deployment while AWS misbehaves and components die.
+"""Soak: deferred Batch and ECS jobs through the whole deployment while AWS misbehaves and components die.
 
 The deployment (``airflow_provider_trainium.devserver``: PostgreSQL, API server, scheduler, DAG processor,
-triggerer) runs ``trainium_allreduce_smoke`` on ``compute=batch`` against a moto server in this process,
-reached through :mod:`benchmarks.fault_proxy` (5% of calls throttled, failed, reset or slow by default).
-This process plays the Batch scheduler (``tests/integration/batch/moto_batch``): each submitted job starts
-two nodes, their streams get lines, and jobs end one by one, their last lines written as they end. Meanwhile
-the triggerer is killed and restarted (twice), the scheduler once, and PostgreSQL stops for 20 s.
+triggerer) runs ``trainium_allreduce_smoke`` on ``compute=batch`` (2 nodes) and ``compute=ecs`` (one
+instance), half each by default, against a moto server in this process, reached through
+:mod:`benchmarks.fault_proxy` (5% of calls throttled, failed, reset or slow by default). This process plays
+the Batch scheduler (``tests/integration/batch/moto_batch``) and the ECS agent: each submitted Batch job
+starts two nodes, each ECS task runs on a container instance of its own, their streams get lines, and jobs
+end one by one, their last lines written as they end. Meanwhile the triggerer is killed and restarted
+(twice), the scheduler once, and PostgreSQL stops for 20 s.
 
-It prints, with each goal: SubmitJob calls per job (1), jobs lost or stuck (0), repeated and missing log
-lines (0), DescribeJobs calls per poll interval, triggerer memory per deferred job and the time from a job's
-end to its task's end.
+It prints, with each goal: SubmitJob calls per Batch job and RunTask calls per ECS job (1), jobs lost or
+stuck (0), repeated and missing log lines (0), DescribeJobs and DescribeTasks calls per poll interval,
+triggerer memory per deferred job and the time from a job's end to its task's end.
 
     make soak                                   # 200 jobs, at most SOAK_MINUTES (10)
     python -m benchmarks.soak --jobs 20 --minutes 5 --triggerer-restarts 1 --scheduler-restarts 0 --pg-outage 0
@@ -21,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -39,6 +42,8 @@ REGION = "us-east-1"
 POLL_INTERVAL = 30.0  # the Batch backend's DescribeJobs round
 LINES_PER_BATCH = 3  # per node and batch of lines
 BATCHES = 4  # batches of lines per job before its end batch
+ECS_CLUSTER = "trainium-soak"
+SOAK_LINE = re.compile(r"soak \S+ node \d+ batch \d+ line \d+")
 
 
 @dataclass
@@ -46,7 +51,8 @@ class Job:
     """One run of the smoke DAG and what this process did to its Batch job."""
 
     run_id: str
-    job_id: str | None = None
+    compute: str = "batch"  # or "ecs"
+    job_id: str | None = None  # the Batch job id or the ECS task ARN
     streams: list[str] = field(default_factory=list)
     batches: int = 0
     written: list[str] = field(default_factory=list)
@@ -59,7 +65,9 @@ class Job:
 @dataclass
 class Results:
     jobs: int
+    ecs_jobs: int
     submit_calls: int
+    run_task_calls: int
     submitted_jobs: int
     duplicates: int
     lost: list[str]
@@ -68,6 +76,7 @@ class Results:
     repeated: int
     missing: int
     describe_per_interval: list[int]
+    describe_tasks_per_interval: list[int]
     memory_per_job_mib: float | None
     peak_deferred: int
     detect_seconds: list[float]
@@ -78,16 +87,23 @@ class Results:
 
     def table(self) -> str:
         busy = [n for n in self.describe_per_interval if n] or [0]
+        busy_ecs = [n for n in self.describe_tasks_per_interval if n] or [0]
         detect = sorted(self.detect_seconds) or [float("nan")]
+        batch_jobs = self.jobs - self.ecs_jobs
         rows = [
-            ("SubmitJob calls per job", f"{self.submit_calls / max(self.jobs, 1):.2f} "
-             f"({self.submit_calls} calls, {self.submitted_jobs} jobs in Batch, {self.duplicates} duplicates)", "1"),
+            ("SubmitJob calls per Batch job", f"{self.submit_calls / max(batch_jobs, 1):.2f} "
+             f"({self.submit_calls} calls for {batch_jobs} jobs)", "1"),
+            ("RunTask calls per ECS job", f"{self.run_task_calls / max(self.ecs_jobs, 1):.2f} "
+             f"({self.run_task_calls} calls for {self.ecs_jobs} jobs)", "1"),
+            ("jobs started in AWS", f"{self.submitted_jobs} ({self.duplicates} duplicates)", f"{self.jobs}"),
             ("jobs lost", f"{len(self.lost)}", "0"),
             ("jobs stuck", f"{len(self.stuck)}", "0"),
             ("repeated log lines", f"{self.repeated} of {self.lines_written}", "0"),
             ("missing log lines", f"{self.missing} of {self.lines_written}", "0"),
             (f"DescribeJobs per {POLL_INTERVAL:.0f} s", f"median {statistics.median(busy):.0f}, max {max(busy)}",
              "~ceil(deferred/100) + tasks' own"),
+            (f"DescribeTasks per {POLL_INTERVAL:.0f} s", f"median {statistics.median(busy_ecs):.0f}, "
+             f"max {max(busy_ecs)}", "~ceil(deferred/100) + tasks' own"),
             ("triggerer memory per deferred job",
              "n/a" if self.memory_per_job_mib is None else f"{self.memory_per_job_mib * 1024:.0f} KiB "
              f"(peak {self.peak_deferred} deferred)", "small"),
@@ -109,7 +125,9 @@ class Results:
 
     def at_goal(self) -> bool:
         return (
-            self.submit_calls == self.jobs
+            self.submit_calls == self.jobs - self.ecs_jobs
+            and self.run_task_calls == self.ecs_jobs
+            and self.submitted_jobs == self.jobs
             and self.duplicates == 0
             and not self.lost
             and not self.stuck
@@ -123,12 +141,13 @@ class Soak:
 
     def __init__(self, deployment: Any, api: Any, moto_url: str, proxy: FaultProxy, *, jobs: int,
                  fault_rate: float, minutes: float, triggerer_restarts: int, scheduler_restarts: int,
-                 pg_outage: float, seed: int = 25) -> None:  # fmt: skip
+                 pg_outage: float, ecs_share: float = 0.5, seed: int = 25) -> None:  # fmt: skip
         self.deployment = deployment
         self.api = api
         self.moto_url = moto_url
         self.proxy = proxy
         self.count = jobs
+        self.ecs_count = round(jobs * ecs_share)
         self.fault_rate = fault_rate
         self.minutes = minutes
         self.triggerer_restarts = triggerer_restarts
@@ -144,9 +163,11 @@ class Soak:
     # -- the fake cloud ------------------------------------------------------------------------------------
     def setup(self) -> None:
         """What ``tests/e2e/test_restarts.batch_deployment`` makes (queue, bucket, network, image, connections),
-        with the AWS connection's endpoint the fault proxy."""
+        with the AWS connection's endpoint the fault proxy; and an ECS cluster with one trn1.32xlarge container
+        instance per ECS job, whose tasks run until this process stops them."""
         import boto3
         from moto.batch_simple.models import BatchSimpleBackend
+        from moto.moto_api import state_manager
 
         from tests.e2e.test_restarts import BUCKET, IMAGE, LOG_GROUP, QUEUE, REPOSITORY, _keep_running
         from tests.integration.batch import moto_batch
@@ -161,14 +182,17 @@ class Soak:
                 aws_access_key_id="testing",
                 aws_secret_access_key="testing",
             )  # fmt: skip
-            for name in ("batch", "iam", "s3", "logs", "ec2", "ecr")
+            for name in ("batch", "iam", "s3", "logs", "ec2", "ecr", "ecs")
         }
+        # ECS tasks stay RUNNING (moto would stop them on the first DescribeTasks) until _end stops them
+        state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
         moto_batch.create_queue(self.clients["batch"], self.clients["iam"], QUEUE)
         self.clients["s3"].create_bucket(Bucket=BUCKET)
         with contextlib.suppress(self.clients["logs"].exceptions.ResourceAlreadyExistsException):
             self.clients["logs"].create_log_group(logGroupName=LOG_GROUP)
         subnet, group = efa_network(self.clients["ec2"])
         register_image(self.clients["ecr"], IMAGE)
+        self._ecs_cluster(subnet)
         self.image, self.log_group = IMAGE, LOG_GROUP
         connections = {
             "aws_moto": {"conn_type": "aws", "login": "testing", "password": "testing",
@@ -177,13 +201,29 @@ class Soak:
                 "aws_conn_id": "aws_moto", "region_name": REGION, "artifact_root": f"s3://{BUCKET}/trainium",
                 "batch_job_queues": {"trn1.32xlarge": QUEUE}, "image": IMAGE, "ecr_repository": REPOSITORY,
                 "log_group": LOG_GROUP, "job_role_arn": JOB_ROLE_ARN, "ecs_execution_role_arn": EXECUTION_ROLE_ARN,
-                "subnets": [subnet], "security_groups": [group]}},
+                "ecs_cluster": ECS_CLUSTER, "subnets": [subnet], "security_groups": [group]}},
         }  # fmt: skip
         for conn_id, conn in connections.items():
             self.api.request("DELETE", f"connections/{conn_id}")
             resp = self.api.request("POST", "connections", json={"connection_id": conn_id, **conn,
                                                                  "extra": json.dumps(conn["extra"])})  # fmt: skip
             resp.raise_for_status()
+
+    def _ecs_cluster(self, subnet: str) -> None:
+        from tests.integration.ecs.conftest import AMI, set_registered_resources
+
+        ec2 = self.clients["ec2"]
+        vpc = ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"]
+        ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})  # as awsvpc tasks need
+        self.clients["ecs"].create_cluster(clusterName=ECS_CLUSTER)
+        for _ in range(self.ecs_count):
+            instance = self.clients["ec2"].run_instances(ImageId=AMI, InstanceType="trn1.32xlarge", MinCount=1,
+                                                         MaxCount=1, SubnetId=subnet)["Instances"][0]  # fmt: skip
+            document = json.dumps({"instanceId": instance["InstanceId"], "instanceType": "trn1.32xlarge"})
+            arn = self.clients["ecs"].register_container_instance(
+                cluster=ECS_CLUSTER, instanceIdentityDocument=document
+            )["containerInstance"]["containerInstanceArn"]
+            set_registered_resources(ECS_CLUSTER, arn, "trn1.32xlarge")
 
     def teardown(self) -> None:
         for conn_id in ("aws_moto", "trainium_default"):
@@ -199,13 +239,19 @@ class Soak:
         self.proxy.set_plan(FaultPlan(rate=self.fault_rate, seed=self.seed, slow_seconds=2.0))
         self.api.unpause(SMOKE)
         baseline = self._triggerer_rss()
-        conf = {"compute": "batch", "nodes": 2, "instance_type": "trn1.32xlarge", "image": self.image,
-                "bandwidth_mb": 1}  # fmt: skip
-        for _ in range(self.count):
+        for index in range(self.count):
+            # spread evenly (exactly ecs_count of them), so both kinds are deferred through every fault
+            compute = (
+                "ecs"
+                if (index * self.ecs_count) // self.count != ((index + 1) * self.ecs_count) // self.count
+                else "batch"
+            )
+            conf = {"compute": compute, "nodes": 1 if compute == "ecs" else 2, "instance_type": "trn1.32xlarge",
+                    "image": self.image, "bandwidth_mb": 1}  # fmt: skip
             resp = self.api.trigger(SMOKE, conf)
             resp.raise_for_status()
             run_id = resp.json()["dag_run_id"]
-            self.jobs[run_id] = Job(run_id)
+            self.jobs[run_id] = Job(run_id, compute)
         # jobs end over the first 60% of the run, so every restart and the outage find deferred jobs
         self.pace = self.minutes * 60 * 0.6 / (BATCHES + 1)
         chaos = threading.Thread(target=self._chaos, args=(deadline,), name="soak-chaos", daemon=True)
@@ -251,6 +297,15 @@ class Soak:
         from tests.integration.batch import moto_batch
 
         name = job_name(dag_id, "allreduce", job.run_id)
+        if job.compute == "ecs":
+            from airflow_provider_trainium.compute.ecs.definitions import log_stream_name
+
+            tasks = [t for t in _ecs_tasks() if t.started_by == name]
+            if tasks:
+                job.job_id = tasks[0].task_arn
+                job.streams = [log_stream_name(tasks[0].id)]
+                self.clients["logs"].create_log_stream(logGroupName=self.log_group, logStreamName=job.streams[0])
+            return
         found = [j for j in list(moto_batch._backend(REGION)._jobs.values()) if j.job_name == name
                  and "#" not in j.job_id]  # fmt: skip
         if found:
@@ -263,12 +318,15 @@ class Soak:
         batch = job.batches
         now_ms = int(time.time() * 1000)
         for node, stream in enumerate(job.streams):
-            lines = [f"soak {job.job_id[:8]} node {node} batch {batch} line {i}" for i in range(LINES_PER_BATCH)]
+            lines = [f"soak {_short(job.job_id)} node {node} batch {batch} line {i}" for i in range(LINES_PER_BATCH)]
             moto_batch.write_log(self.clients["logs"], self.log_group, stream, lines, now_ms)
-            job.written += [f"[node {node}] {line}" for line in lines]
+            job.written += lines
         job.batches += 1
         if end:  # the last lines come with the job's end, as the log driver flushes
-            moto_batch.finish(REGION, job.job_id, success=True)
+            if job.compute == "ecs":
+                _stop_ecs_task(job.job_id)
+            else:
+                moto_batch.finish(REGION, job.job_id, success=True)
             job.ended_at = time.time()
 
     def _task_states(self) -> dict[str, dict[str, Any]]:
@@ -334,6 +392,7 @@ class Soak:
 
         jobs_by_name = Counter(j.job_name for j in list(moto_batch._backend(REGION)._jobs.values())
                                if "#" not in j.job_id)  # fmt: skip
+        jobs_by_name.update(t.started_by for t in _ecs_tasks())
         names = {job_name(SMOKE, "allreduce", j.run_id) for j in self.jobs.values()}
         lost = [j.run_id for j in self.jobs.values() if j.state == "failed" or (j.state == "success" and not j.job_id)]
         stuck = [j.run_id for j in self.jobs.values() if j.state not in ("success", "failed")]
@@ -350,7 +409,9 @@ class Soak:
         per_job = (max(at_peak) - baseline) / peak if peak and at_peak and baseline == baseline else None
         return Results(
             jobs=self.count,
+            ecs_jobs=self.ecs_count,
             submit_calls=self.proxy.stats.forwarded["SubmitJob"],
+            run_task_calls=self.proxy.stats.forwarded["RunTask"],
             submitted_jobs=sum(n for name, n in jobs_by_name.items() if name in names),
             duplicates=sum(n - 1 for name, n in jobs_by_name.items() if name in names and n > 1),
             lost=lost,
@@ -359,6 +420,7 @@ class Soak:
             repeated=repeated,
             missing=missing,
             describe_per_interval=self.proxy.stats.per_interval("DescribeJobs", POLL_INTERVAL, started, ended),
+            describe_tasks_per_interval=self.proxy.stats.per_interval("DescribeTasks", POLL_INTERVAL, started, ended),
             memory_per_job_mib=per_job,
             peak_deferred=peak,
             detect_seconds=[j.done_at - j.ended_at for j in self.jobs.values() if j.done_at and j.ended_at],
@@ -369,7 +431,8 @@ class Soak:
         )
 
     def _logged(self, job: Job) -> Counter[str]:
-        """How often each ``[node N] soak ...`` line is in the task's log (every try)."""
+        """How often each ``soak ...`` line is in the task's log (every try), with or without the ``[node N]``
+        prefix multi-node logs get."""
         from tests.e2e.test_restarts import SMOKE
 
         counts: Counter[str] = Counter()
@@ -377,12 +440,35 @@ class Soak:
             ti = self.api.task_instance(SMOKE, job.run_id, "allreduce")
             for try_number in range(1, int(ti.get("try_number") or 1) + 1):
                 for entry in self.api.log_entries(SMOKE, job.run_id, "allreduce", try_number):
-                    event = str(entry.get("event", ""))
-                    if "] soak " in event:
-                        counts[event.strip()] += 1
+                    found = SOAK_LINE.search(str(entry.get("event", "")))
+                    if found:
+                        counts[found.group(0)] += 1
         except Exception:  # noqa: BLE001 - an unreadable log counts as missing lines
             pass
         return counts
+
+
+def _short(job_id: str) -> str:
+    """8 characters that tell jobs apart: a Batch job id's start, an ECS task ARN's task id."""
+    return job_id.rsplit("/", 1)[-1][:8]
+
+
+def _ecs_tasks() -> list[Any]:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ecs.models import ecs_backends
+
+    return [t for tasks in list(ecs_backends[DEFAULT_ACCOUNT_ID][REGION].tasks.values()) for t in list(tasks.values())]
+
+
+def _stop_ecs_task(arn: str) -> None:
+    """What ECS reports when the essential container exits 0."""
+    task = next(t for t in _ecs_tasks() if t.task_arn == arn)
+    for container in task.containers:
+        container.exitCode = 0
+        container.last_status = "STOPPED"
+    task.stopped_reason = "Essential container in task exited"
+    task.desired_status = "STOPPED"
+    task.last_status = "STOPPED"
 
 
 def _epoch(value: str | None) -> float | None:
@@ -401,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--triggerer-restarts", type=int, default=2)
     parser.add_argument("--scheduler-restarts", type=int, default=1)
     parser.add_argument("--pg-outage", type=float, default=20.0, help="seconds PostgreSQL is down (0: none)")
+    parser.add_argument("--ecs-share", type=float, default=0.5, help="share of the jobs run on ECS (the rest on Batch)")
     args = parser.parse_args(argv)
 
     import requests
@@ -430,7 +517,8 @@ def main(argv: list[str] | None = None) -> int:
             api = Api(deployment.url, USERNAME, deployment.passwords[USERNAME])
             soak = Soak(deployment, api, moto_url, proxy, jobs=args.jobs, fault_rate=args.fault_rate,
                         minutes=args.minutes, triggerer_restarts=args.triggerer_restarts,
-                        scheduler_restarts=args.scheduler_restarts, pg_outage=args.pg_outage)  # fmt: skip
+                        scheduler_restarts=args.scheduler_restarts, pg_outage=args.pg_outage,
+                        ecs_share=args.ecs_share)  # fmt: skip
             soak.setup()
             results = soak.run()
             soak.teardown()

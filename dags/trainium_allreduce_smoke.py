@@ -3,8 +3,9 @@
 Every rank of every node adds its tensor; the job fails unless the sum equals the world size (and the sum
 of rank + 1 equals W(W+1)/2). On Trainium (compute=batch) the reduction uses the ``xla`` backend on the
 NeuronCores and EFA between nodes, so a bad device mapping, a missing EFA interface or a wrong rendezvous
-shows up here in minutes. With compute=local it runs 2 nodes x 2 processes on this machine; torch-xla's
-CPU client has no cross-process collectives, so there the reduction goes through ``gloo`` on the host.
+shows up here in minutes; compute=ecs (one node) checks one instance's NeuronCores. With compute=local it
+runs 2 nodes x 2 processes on this machine; torch-xla's CPU client has no cross-process collectives, so
+there the reduction goes through ``gloo`` on the host.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ with DAG(
             "trn1.32xlarge",
             2,
             instance_types=MULTI_NODE_TYPES,
-            computes=["auto", "local", "batch"],
-            compute_description="auto: local without a trainium_default connection, else AWS Batch",
+            computes=["auto", "local", "ecs", "batch"],
+            compute_description="auto: local without a trainium_default connection, else ECS for one node and "
+            "AWS Batch for more",
         ),
         "bandwidth_mb": Param(16, type="number", minimum=0, maximum=4096, description="timed all-reduce size"),
         "image": image_param(),

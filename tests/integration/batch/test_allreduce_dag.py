@@ -21,8 +21,8 @@ def test_two_nodes_of_two_ranks_all_reduce_to_the_world_size(tmp_path, monkeypat
     assert report["runtime"] == "xla" and report["backend"] == "gloo"  # torch-xla CPU: host gloo
 
 
-def test_params_offer_only_multi_node_instance_types():
+def test_params_offer_only_multi_node_instance_types_and_every_compute():
     dag = get_dag("trainium_allreduce_smoke")
     schema = dag.params.get_param("instance_type").schema
     assert schema["enum"] == ["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn3.48xlarge"]
-    assert dag.params.get_param("compute").schema["enum"] == ["auto", "local", "batch"]
+    assert dag.params.get_param("compute").schema["enum"] == ["auto", "local", "ecs", "batch"]  # ecs: one instance
