@@ -184,7 +184,7 @@ class Soak:
             )  # fmt: skip
             for name in ("batch", "iam", "s3", "logs", "ec2", "ecr", "ecs")
         }
-        # ECS tasks stay RUNNING (moto would stop them on the first DescribeTasks) until _end stops them
+        # ECS tasks stay RUNNING (moto would stop them on the first DescribeTasks) until _write stops them
         state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
         moto_batch.create_queue(self.clients["batch"], self.clients["iam"], QUEUE)
         self.clients["s3"].create_bucket(Bucket=BUCKET)
@@ -192,7 +192,7 @@ class Soak:
             self.clients["logs"].create_log_group(logGroupName=LOG_GROUP)
         subnet, group = efa_network(self.clients["ec2"])
         register_image(self.clients["ecr"], IMAGE)
-        self._ecs_cluster(subnet)
+        self._ecs_cluster(subnet, group)
         self.image, self.log_group = IMAGE, LOG_GROUP
         connections = {
             "aws_moto": {"conn_type": "aws", "login": "testing", "password": "testing",
@@ -209,21 +209,17 @@ class Soak:
                                                                  "extra": json.dumps(conn["extra"])})  # fmt: skip
             resp.raise_for_status()
 
-    def _ecs_cluster(self, subnet: str) -> None:
-        from tests.integration.ecs.conftest import AMI, set_registered_resources
+    def _ecs_cluster(self, subnet: str, group: str) -> None:
+        """The cluster and its container instances, registered as ``tests/integration/ecs`` registers them."""
+        from tests.integration.ecs.conftest import EcsWorld
 
         ec2 = self.clients["ec2"]
         vpc = ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"]
         ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})  # as awsvpc tasks need
         self.clients["ecs"].create_cluster(clusterName=ECS_CLUSTER)
+        world = EcsWorld("", subnet, group, cluster=ECS_CLUSTER, clients=self.clients)
         for _ in range(self.ecs_count):
-            instance = self.clients["ec2"].run_instances(ImageId=AMI, InstanceType="trn1.32xlarge", MinCount=1,
-                                                         MaxCount=1, SubnetId=subnet)["Instances"][0]  # fmt: skip
-            document = json.dumps({"instanceId": instance["InstanceId"], "instanceType": "trn1.32xlarge"})
-            arn = self.clients["ecs"].register_container_instance(
-                cluster=ECS_CLUSTER, instanceIdentityDocument=document
-            )["containerInstance"]["containerInstanceArn"]
-            set_registered_resources(ECS_CLUSTER, arn, "trn1.32xlarge")
+            world.add_instance("trn1.32xlarge")
 
     def teardown(self) -> None:
         for conn_id in ("aws_moto", "trainium_default"):
@@ -323,8 +319,9 @@ class Soak:
             job.written += lines
         job.batches += 1
         if end:  # the last lines come with the job's end, as the log driver flushes
-            if job.compute == "ecs":
-                _stop_ecs_task(job.job_id)
+            if job.compute == "ecs":  # the essential container exited 0 (moto's containers report exit code 0)
+                self.clients["ecs"].stop_task(cluster=ECS_CLUSTER, task=job.job_id,
+                                              reason="Essential container in task exited")  # fmt: skip
             else:
                 moto_batch.finish(REGION, job.job_id, success=True)
             job.ended_at = time.time()
@@ -458,17 +455,6 @@ def _ecs_tasks() -> list[Any]:
     from moto.ecs.models import ecs_backends
 
     return [t for tasks in list(ecs_backends[DEFAULT_ACCOUNT_ID][REGION].tasks.values()) for t in list(tasks.values())]
-
-
-def _stop_ecs_task(arn: str) -> None:
-    """What ECS reports when the essential container exits 0."""
-    task = next(t for t in _ecs_tasks() if t.task_arn == arn)
-    for container in task.containers:
-        container.exitCode = 0
-        container.last_status = "STOPPED"
-    task.stopped_reason = "Essential container in task exited"
-    task.desired_status = "STOPPED"
-    task.last_status = "STOPPED"
 
 
 def _epoch(value: str | None) -> float | None:
