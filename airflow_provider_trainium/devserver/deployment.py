@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow_provider_trainium.devserver.host_check import ALLOWED_HOSTS_ENV
@@ -31,6 +32,10 @@ from airflow_provider_trainium.devserver.postgres import PostgresCluster, free_p
 from airflow_provider_trainium.devserver.private_files import write_private
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "log-server")
+#: Component -> the health endpoint's field with its newest job's heartbeat (under the part named without
+#: ``latest_`` and ``_heartbeat``).
+HEARTBEATS = {"scheduler": "latest_scheduler_heartbeat", "triggerer": "latest_triggerer_heartbeat",
+              "dag-processor": "latest_dag_processor_heartbeat"}  # fmt: skip
 USERNAME = "admin"
 OLD_DEFAULT_PASSWORD = "admin"
 DEFAULT_UI_PORT = 8080
@@ -204,14 +209,32 @@ class Deployment:
             self.write_state()
             return proc
 
-    def health(self) -> dict[str, str]:
-        """Component -> status from ``/api/v2/monitor/health`` (empty while the API server is not up)."""
+    def _health_body(self) -> dict:
         try:
             with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as resp:
                 body = json.load(resp)
         except (urllib.error.URLError, OSError, ValueError):
             return {}
-        return {name: str(part.get("status")) for name, part in body.items() if isinstance(part, dict)}
+        return body if isinstance(body, dict) else {}
+
+    def health(self) -> dict[str, str]:
+        """Component -> status from ``/api/v2/monitor/health`` (empty while the API server is not up)."""
+        return {name: str(part.get("status")) for name, part in self._health_body().items() if isinstance(part, dict)}
+
+    def heartbeat_ages(self) -> dict[str, float]:
+        """Component -> seconds since its newest job's heartbeat in the database, for the components that
+        heartbeat (scheduler, triggerer, dag-processor); empty while the API server or the database is down,
+        since then a stale heartbeat says nothing about the component."""
+        body = self._health_body()
+        if (body.get("metadatabase") or {}).get("status") != "healthy":
+            return {}
+        now = datetime.now(UTC)
+        ages = {}
+        for component, key in HEARTBEATS.items():
+            beat = (body.get(key.removeprefix("latest_").removesuffix("_heartbeat")) or {}).get(key)
+            with contextlib.suppress(TypeError, ValueError):
+                ages[component] = (now - datetime.fromisoformat(beat)).total_seconds()
+        return ages
 
     def wait_healthy(self, timeout: float = 300, components: tuple[str, ...] = ("scheduler", "triggerer",
                      "dag_processor"), *, exit_fails: bool = True) -> None:  # fmt: skip

@@ -6,6 +6,11 @@ training job: the dag-processor exited, the supervisor stopped everything, the r
 each quick death (1, 2, 4 ... 60 s) and starts over once it has run a minute; the others keep running. Airflow
 components wait for PostgreSQL: they are not started while it is down.
 
+A component can also hang rather than die: after a 20 s PostgreSQL outage on a loaded machine a scheduler once
+kept its process but wrote nothing and scheduled nothing for an hour. The scheduler, triggerer and
+dag-processor heartbeat into the database; one whose newest heartbeat is older than ``hung_after`` although
+it and the database have been up that long is killed, and so started again like a dead one.
+
 ``make airflow`` runs ``Supervisor.run`` in its main thread; the e2e tests run it in a background thread, so
 their deployment heals the same way. ``supervise_once`` is one pass, with an injectable clock for tests.
 """
@@ -13,7 +18,9 @@ their deployment heals the same way. ``supervise_once`` is one pass, with an inj
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -64,19 +71,30 @@ class Supervisor:
     #: Components not restarted for now (a test holding PostgreSQL down for a timed outage).
     held: set[str] = field(default_factory=set)
     watches: dict[str, Watch] = field(default_factory=dict)
+    #: Seconds without a heartbeat after which a component that heartbeats counts as hung (its heartbeat is
+    #: every few seconds; this leaves room for a loaded machine and a database that just came back).
+    hung_after: float = 240.0
+    #: Since when (``clock``) the database has been up without a break; None while it is down.
+    db_up_since: float | None = None
 
     def supervise_once(self) -> list[str]:
         """One pass: notice deaths, restart what is due. Returns what it did, one line each (also printed)."""
         events: list[str] = []
         dep = self.deployment
+        ages = dep.heartbeat_ages() if dep.running else {}  # an HTTP call: not under the lock
         with dep.lock:
             if not dep.running:
                 return events
             pg = dep.postgres
             db_up = self._check(POSTGRES, pg.alive(), self._postmaster_pid(), pg.start, events)
+            if not db_up:
+                self.db_up_since = None
+            elif self.db_up_since is None:
+                self.db_up_since = self.clock()
             for name, proc in list(dep.procs.items()):
                 alive = proc.poll() is None
                 self._check(name, alive, proc.pid, lambda n=name: self._restart(n), events, ready=db_up)
+            self._kill_hung(ages, events)
         for line in events:
             print(f"{time.strftime('%H:%M:%S')} supervisor: {line}", file=self.out, flush=True)
         return events
@@ -120,6 +138,28 @@ class Supervisor:
         watch.pid = self._postmaster_pid() if name == POSTGRES else self.deployment.procs[name].pid
         events.append(f"{name} started again (restart {watch.restarts})")
         return name == POSTGRES
+
+    def _kill_hung(self, ages: dict[str, float], events: list[str]) -> None:
+        """Kill each component whose heartbeat is older than ``hung_after`` while it and the database have
+        been up at least that long; the next pass sees it dead and starts it again."""
+        if self.db_up_since is None:
+            return
+        now = self.clock()
+        for name, age in ages.items():
+            proc, watch = self.deployment.procs.get(name), self.watches.get(name)
+            if proc is None or watch is None or proc.poll() is not None or watch.pid != proc.pid:
+                continue
+            up_for = now - max(watch.started, self.db_up_since)
+            if age <= self.hung_after or up_for <= self.hung_after:
+                continue
+            if name in KEEP_GROUP:  # its task processes finish their tasks, as when it dies on its own
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+            else:
+                _signal_group(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            events.append(f"{name} sent no heartbeat for {age:.0f} s: killed as hung")
 
     def _restart(self, name: str) -> None:
         dep = self.deployment

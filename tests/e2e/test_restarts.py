@@ -3,6 +3,7 @@ triggerer while a Batch job (moto server) is deferred, and PostgreSQL for 20 s w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -51,6 +52,26 @@ def test_scheduler_killed_and_restarted_mid_run_the_run_still_succeeds(deploymen
     # as their next try. The run goes on to success.
     assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
     deployment.wait_healthy(60, components=("scheduler",))
+
+
+def test_a_hung_scheduler_is_killed_and_started_again_by_the_supervisor(deployment, supervisor):
+    hung = deployment.procs["scheduler"]
+    hung_after = supervisor.hung_after
+    supervisor.hung_after = 30  # the default (240 s) leaves room for a loaded machine; this test has no load
+    try:
+        os.kill(hung.pid, signal.SIGSTOP)  # alive, but it heartbeats no more: hung, not dead
+
+        def replaced() -> bool:
+            proc = deployment.procs["scheduler"]
+            return proc.pid != hung.pid and proc.poll() is None
+
+        wait_for(replaced, 300, "the supervisor to replace the hung scheduler", deployment)
+    finally:
+        supervisor.hung_after = hung_after
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hung.pid, signal.SIGCONT)
+    assert hung.poll() == -signal.SIGKILL
+    deployment.wait_healthy(120, components=("scheduler",), exit_fails=False)
 
 
 def test_killed_worker_retry_attaches_to_the_same_job_and_leaves_no_orphans(deployment, api, registry):

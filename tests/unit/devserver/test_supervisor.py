@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
+import signal
+import time
+from datetime import UTC, datetime, timedelta
 
 from airflow_provider_trainium.devserver.supervisor import POSTGRES, Backoff, Supervisor
-from tests.unit.devserver.conftest import QUICK_DEATH
+from tests.unit.devserver.conftest import QUICK_DEATH, STUBBORN
+from tests.unit.devserver.test_stop import gone
 
 
 class Clock:
@@ -103,3 +108,76 @@ def test_a_deployment_being_stopped_is_not_healed(make_deployment):
     clock.now += 100
     assert sup.supervise_once() == []
     assert dep.procs["triggerer"].poll() is not None
+
+
+def stale(dep, **ages: float) -> None:
+    """The health endpoint's heartbeat ages, as ``Deployment.heartbeat_ages`` reads them."""
+    dep.heartbeat_ages = lambda: {name.replace("_", "-"): age for name, age in ages.items()}
+
+
+def test_a_component_without_a_heartbeat_for_hung_after_is_killed_and_started_again(make_deployment):
+    dep = make_deployment({"scheduler": STUBBORN}, "scheduler", "triggerer")
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    sup.hung_after = 240
+    sup.supervise_once()
+    scheduler, triggerer = dep.procs["scheduler"].pid, dep.procs["triggerer"].pid
+    child_file = dep.state_dir / "scheduler.child"
+    while not child_file.exists() or not child_file.read_text():  # the scheduler reports its task process
+        assert dep.procs["scheduler"].poll() is None, dep.tail("scheduler")
+        time.sleep(0.05)
+    child = int(child_file.read_text())
+    stale(dep, scheduler=300, triggerer=3)
+    clock.now += 241
+    assert sup.supervise_once() == ["scheduler sent no heartbeat for 300 s: killed as hung"]
+    assert dep.procs["scheduler"].poll() is not None
+    assert not gone(child), "the scheduler's task processes (its group) are left to finish their tasks"
+    stale(dep)
+    assert sup.supervise_once() == ["scheduler died after 241 s; starting it again in 1 s"]
+    clock.now += 1
+    assert sup.supervise_once() == ["scheduler started again (restart 1)"]
+    assert dep.procs["scheduler"].pid != scheduler and dep.procs["scheduler"].poll() is None
+    assert dep.procs["triggerer"].pid == triggerer and dep.procs["triggerer"].poll() is None
+    os.kill(child, signal.SIGKILL)
+
+
+def test_a_stale_heartbeat_is_not_hung_until_the_component_and_the_database_have_been_up_that_long(
+    make_deployment,
+):
+    dep = make_deployment()
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    sup.supervise_once()
+    stale(dep, scheduler=1000, triggerer=1000, dag_processor=1000)  # no dag-processor in this deployment
+    clock.now += 100
+    assert sup.supervise_once() == []  # started 100 s ago: its first heartbeat may still be coming
+    dep.postgres.up = False
+    sup.held.add(POSTGRES)
+    clock.now += 200
+    sup.supervise_once()
+    sup.held.clear()
+    clock.now += 1
+    assert sup.supervise_once()[-1] == "postgres started again (restart 1)"
+    clock.now += 200
+    assert sup.supervise_once() == []  # the database is back for 200 s only: heartbeats have had no time
+    clock.now += 41
+    events = sup.supervise_once()
+    hung = [f"{name} sent no heartbeat for 1000 s: killed as hung" for name in ("scheduler", "triggerer")]
+    assert sorted(events) == hung
+
+
+def test_heartbeat_ages_come_from_the_health_endpoint_and_only_while_the_database_answers(make_deployment):
+    dep = make_deployment()
+    beat = (datetime.now(UTC) - timedelta(seconds=90)).isoformat()
+    body = {
+        "metadatabase": {"status": "healthy"},
+        "scheduler": {"status": "unhealthy", "latest_scheduler_heartbeat": beat},
+        "triggerer": {"status": None, "latest_triggerer_heartbeat": None},
+        "dag_processor": {"status": "healthy", "latest_dag_processor_heartbeat": beat},
+    }
+    dep._health_body = lambda: body
+    ages = dep.heartbeat_ages()
+    assert set(ages) == {"scheduler", "dag-processor"}  # no triggerer job yet: nothing to judge
+    assert all(90 <= age < 120 for age in ages.values()), ages
+    body["metadatabase"]["status"] = "unhealthy"
+    assert dep.heartbeat_ages() == {}
