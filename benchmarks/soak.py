@@ -481,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from airflow_provider_trainium.devserver import Deployment
     from airflow_provider_trainium.devserver.deployment import USERNAME, stop_recorded
+    from airflow_provider_trainium.devserver.supervisor import Supervisor
     from tests.conftest import free_port
     from tests.e2e.conftest import Api
 
@@ -498,6 +499,11 @@ def main(argv: list[str] | None = None) -> int:
     deployment = Deployment(HOME, ui_port=free_port(), base_env=base_env, extra_env=deployment_env(args.jobs))
     print(f"starting the deployment in {HOME} ...", flush=True)
     deployment.start()
+    # supervised as make airflow supervises it: what dies or hangs (the outage may take a component down) is
+    # started again, and the counts say whether anything was lost meanwhile
+    supervisor = Supervisor(deployment)
+    stop_supervising = threading.Event()
+    threading.Thread(target=supervisor.run, args=(stop_supervising,), name="supervisor", daemon=True).start()
     try:
         with FaultProxy(moto_url) as proxy:
             api = Api(deployment.url, USERNAME, deployment.passwords[USERNAME])
@@ -509,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
             results = soak.run()
             soak.teardown()
     finally:
+        stop_supervising.set()
         deployment.stop()
         moto.stop()
     print(results.table())
