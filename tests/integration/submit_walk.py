@@ -67,7 +67,7 @@ class Walk:
         return f"{len(self.stops)} stops, {len(self.returns)} returns: " + " -> ".join(short)
 
 
-ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", Path(__file__).resolve().parents[3] / "test-artifacts"))
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", Path(__file__).resolve().parents[2] / "test-artifacts"))
 
 
 def walk_to(client: Any, operation: str, run: Any) -> Walk:
