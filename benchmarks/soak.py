@@ -141,8 +141,12 @@ class Soak:
 
     def __init__(self, deployment: Any, api: Any, moto_url: str, proxy: FaultProxy, *, jobs: int,
                  fault_rate: float, minutes: float, triggerer_restarts: int, scheduler_restarts: int,
-                 pg_outage: float, ecs_share: float = 0.5, seed: int = 25) -> None:  # fmt: skip
+                 pg_outage: float, ecs_share: float = 0.5, seed: int = 25,
+                 held: set[str] | None = None) -> None:  # fmt: skip
         self.deployment = deployment
+        #: The supervisor's components not to restart (``Supervisor.held``): PostgreSQL is held down for the
+        #: outage, or the supervisor would start it again within a second.
+        self.held = held if held is not None else set()
         self.api = api
         self.moto_url = moto_url
         self.proxy = proxy
@@ -371,9 +375,12 @@ class Soak:
             at_s = time.monotonic() - (deadline - self.minutes * 60)
             try:
                 if step == "postgres":
-                    self.deployment.postgres.stop()
-                    self._stop.wait(self.pg_outage)
-                    self.deployment.postgres.start()
+                    self.held.add("postgres")
+                    try:
+                        self.deployment.postgres.stop()
+                        self._stop.wait(self.pg_outage)
+                    finally:
+                        self.held.discard("postgres")  # the supervisor starts it again, as after a crash
                     self.events.append(f"PostgreSQL down {self.pg_outage:.0f} s at {at_s:.0f} s")
                 else:
                     self.deployment.restart(step, group=step != "scheduler")
@@ -510,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             soak = Soak(deployment, api, moto_url, proxy, jobs=args.jobs, fault_rate=args.fault_rate,
                         minutes=args.minutes, triggerer_restarts=args.triggerer_restarts,
                         scheduler_restarts=args.scheduler_restarts, pg_outage=args.pg_outage,
-                        ecs_share=args.ecs_share)  # fmt: skip
+                        ecs_share=args.ecs_share, held=supervisor.held)  # fmt: skip
             soak.setup()
             results = soak.run()
             soak.teardown()
