@@ -139,7 +139,7 @@ pin-base-digest: venv
 # Deferred Batch jobs through the whole deployment against moto behind a fault proxy (5% throttling, 5xx,
 # resets, slow answers), with triggerer and scheduler restarts and a PostgreSQL outage; prints the counts and
 # their goals (docs/batch.md). Bounded by SOAK_MINUTES; SOAK_JOBS jobs.
-SOAK_MINUTES ?= 10
+SOAK_MINUTES ?= 40
 SOAK_JOBS ?= 200
 .PHONY: soak
 soak: venv

@@ -13,7 +13,7 @@ It prints, with each goal: SubmitJob calls per Batch job and RunTask calls per E
 stuck (0), repeated and missing log lines (0), DescribeJobs and DescribeTasks calls per poll interval,
 triggerer memory per deferred job and the time from a job's end to its task's end.
 
-    make soak                                   # 200 jobs, at most SOAK_MINUTES (10)
+    make soak                                   # 200 jobs, at most SOAK_MINUTES (40)
     python -m benchmarks.soak --jobs 20 --minutes 5 --triggerer-restarts 1 --scheduler-restarts 0 --pg-outage 0
 """
 
@@ -475,7 +475,7 @@ def _epoch(value: str | None) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("SOAK_JOBS", 200)))
-    parser.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", 10)))
+    parser.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", 40)))
     parser.add_argument("--fault-rate", type=float, default=0.05)
     parser.add_argument("--triggerer-restarts", type=int, default=2)
     parser.add_argument("--scheduler-restarts", type=int, default=1)
