@@ -32,10 +32,8 @@ from airflow_provider_trainium.devserver.postgres import PostgresCluster, free_p
 from airflow_provider_trainium.devserver.private_files import write_private
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "log-server")
-#: Component -> the health endpoint's field with its newest job's heartbeat (under the part named without
-#: ``latest_`` and ``_heartbeat``).
-HEARTBEATS = {"scheduler": "latest_scheduler_heartbeat", "triggerer": "latest_triggerer_heartbeat",
-              "dag-processor": "latest_dag_processor_heartbeat"}  # fmt: skip
+#: Component -> its part of the health endpoint's answer, which holds ``latest_<part>_heartbeat``.
+HEARTBEAT_PARTS = {"scheduler": "scheduler", "triggerer": "triggerer", "dag-processor": "dag_processor"}
 USERNAME = "admin"
 OLD_DEFAULT_PASSWORD = "admin"
 DEFAULT_UI_PORT = 8080
@@ -230,8 +228,8 @@ class Deployment:
             return {}
         now = datetime.now(UTC)
         ages = {}
-        for component, key in HEARTBEATS.items():
-            beat = (body.get(key.removeprefix("latest_").removesuffix("_heartbeat")) or {}).get(key)
+        for component, part in HEARTBEAT_PARTS.items():
+            beat = (body.get(part) or {}).get(f"latest_{part}_heartbeat")
             with contextlib.suppress(TypeError, ValueError):
                 ages[component] = (now - datetime.fromisoformat(beat)).total_seconds()
         return ages

@@ -18,9 +18,7 @@ their deployment heals the same way. ``supervise_once`` is one pass, with an inj
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -152,13 +150,8 @@ class Supervisor:
             up_for = now - max(watch.started, self.db_up_since)
             if age <= self.hung_after or up_for <= self.hung_after:
                 continue
-            if name in KEEP_GROUP:  # its task processes finish their tasks, as when it dies on its own
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-            else:
-                _signal_group(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
+            # the scheduler's task processes finish their tasks, as when it dies on its own
+            self.deployment.kill(name, group=name not in KEEP_GROUP)
             events.append(f"{name} sent no heartbeat for {age:.0f} s: killed as hung")
 
     def _restart(self, name: str) -> None:
