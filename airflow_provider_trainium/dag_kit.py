@@ -261,10 +261,11 @@ def only_stack_problem(entry_point: str, only: str, stack: str | None, instance_
 
 
 def preflight(config: TrainiumConfig, params: Mapping[str, Any]) -> None:
-    """``airflow trainium preflight`` for the run's layout: fail on any error, log each warning."""
+    """``airflow trainium preflight`` for the run's layout: fail on any error, log each warning. Only errors
+    because AWS did not answer (throttled, 5xx) leave the task to its retries; any other fails it for good."""
     import logging
 
-    from airflow.providers.common.compat.sdk import AirflowFailException
+    from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
     from airflow_provider_trainium.preflight import errors, run_preflight
 
@@ -282,10 +283,10 @@ def preflight(config: TrainiumConfig, params: Mapping[str, Any]) -> None:
             log.warning("preflight %s: %s", result.name, result.reason)
     failed = errors(results)
     if failed:
-        raise AirflowFailException(
-            "preflight failed (`airflow trainium preflight` shows every check): "
-            + "; ".join(f"{r.name}: {r.reason}" for r in failed)
+        message = "preflight failed (`airflow trainium preflight` shows every check): " + "; ".join(
+            f"{r.name}: {r.reason}" for r in failed
         )
+        raise (AirflowException if all(r.transient for r in failed) else AirflowFailException)(message)
 
 
 def run_prefix(config: TrainiumConfig, *parts: str, run_id: str | None = None) -> str:

@@ -7,7 +7,7 @@ rate for that operation it answers, instead of moto, with one of:
 
 - ``throttle``: the service's throttling error in its protocol's shape (JSON ``ThrottlingException`` HTTP
   400, REST-JSON ``TooManyRequestsException`` HTTP 429, query ``Throttling`` / EC2 ``RequestLimitExceeded``
-  XML, S3 ``SlowDown`` 503);
+  XML (EC2's with HTTP 503, as botocore's retry data expects), S3 ``SlowDown`` 503);
 - ``5xx``: ``InternalFailure`` / ``ServiceUnavailable`` (HTTP 500 or 503);
 - ``reset``: the TCP connection reset without an answer;
 - ``slow``: the real answer, ``slow_seconds`` late.
@@ -151,7 +151,8 @@ def fault_answer(kind: str, service: str, api: str, protocol: str) -> tuple[int,
         )
         return status, {"Content-Type": "application/xml"}, xml.encode()
     status = 400 if throttle else 503
-    if service == "ec2":
+    if service == "ec2":  # EC2 throttles with a 503 (botocore's _retry.json: request_limit_exceeded)
+        status = 503
         code = "RequestLimitExceeded" if throttle else "Unavailable"
         xml = (f"<Response><Errors><Error><Code>{code}</Code><Message>injected by the fault proxy</Message>"
                "</Error></Errors><RequestID>f</RequestID></Response>")  # fmt: skip
@@ -194,8 +195,12 @@ class FaultProxy:
         self.stop()
 
     def set_plan(self, plan: FaultPlan) -> None:
-        """Change the faults from now on (a soak's quiet setup, then its faulty run)."""
-        self.plan = plan
+        """Change the faults from now on (a soak's quiet setup, then its faulty run); a plan with a seed starts
+        its own sequence of draws, so the same calls get the same faults."""
+        with self._random_lock:
+            self.plan = plan
+            if plan.seed is not None:
+                self._random = random.Random(plan.seed)
 
     def choose(self, api: str) -> str | None:
         """The fault for one call of ``api``, or None."""

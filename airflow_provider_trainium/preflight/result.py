@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 Status = Literal["ok", "warning", "error"]
@@ -12,18 +12,21 @@ STATUSES: tuple[Status, ...] = ("ok", "warning", "error")
 
 @dataclass(frozen=True)
 class CheckResult:
-    """``name`` is stable (scripts and the DAGs' first task match on it); ``reason`` says why, for a person."""
+    """``name`` is stable (scripts and the DAGs' first task match on it); ``reason`` says why, for a person.
+    ``transient``: an error because AWS did not answer (throttled, 5xx), not because of what it answered."""
 
     name: str
     status: Status
     reason: str
+    transient: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"check {self.name!r}: status {self.status!r} is not one of {', '.join(STATUSES)}")
 
     def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+        """What the command prints: a transient error's reason already says AWS did not answer."""
+        return {"name": self.name, "status": self.status, "reason": self.reason}
 
 
 def ok(name: str, reason: str) -> CheckResult:
@@ -34,8 +37,8 @@ def warning(name: str, reason: str) -> CheckResult:
     return CheckResult(name, "warning", reason)
 
 
-def error(name: str, reason: str) -> CheckResult:
-    return CheckResult(name, "error", reason)
+def error(name: str, reason: str, *, transient: bool = False) -> CheckResult:
+    return CheckResult(name, "error", reason, transient)
 
 
 def verdict(name: str, ok_reason: str, errors: Iterable[str] = (), warnings: Iterable[str] = ()) -> CheckResult:

@@ -9,9 +9,6 @@ from typing import Any
 
 from airflow_provider_trainium.compute.base import JobState
 
-THROTTLING_CODES = frozenset(
-    {"TooManyRequestsException", "ThrottlingException", "Throttling", "RequestLimitExceeded", "LimitExceededException"}
-)
 PENDING_STATUSES = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING"})
 #: TerminateJob reasons we set start with this, so a terminated job reads as cancelled, not failed.
 CANCEL_PREFIX = "Airflow: "
@@ -60,8 +57,3 @@ def started_at(job: dict[str, Any] | None) -> float | None:
     if value is None and job.get("attempts"):
         value = job["attempts"][-1].get("startedAt")
     return None if value is None else float(value) / 1000.0
-
-
-def is_throttling(error: BaseException) -> bool:
-    response = getattr(error, "response", None) or {}
-    return response.get("Error", {}).get("Code") in THROTTLING_CODES

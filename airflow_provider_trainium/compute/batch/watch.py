@@ -26,13 +26,13 @@ from airflow_provider_trainium.compute.batch.status import (
     DEFAULT_LOG_GROUP,
     batch_state,
     exit_code,
-    is_throttling,
     log_stream,
     node_job_ids,
     started_at,
 )
 from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
 from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs, drain, drain_streams
+from airflow_provider_trainium.compute.poller import is_throttling
 
 MAX_LOG_DELAY = 300.0
 

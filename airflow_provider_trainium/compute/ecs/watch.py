@@ -1,4 +1,4 @@
-"""The watch loop of an ECS training task: one DescribeTasks and one log read per poll, one terminal event.
+"""The watch loop of an ECS training task: a shared DescribeTasks and one log read per poll, one terminal event.
 
 The same loop runs in the triggerer (``TrainiumEcsTaskTrigger``) and in the worker (non-deferred wait).
 It ends when the task stops; it stops the task first when the absolute deadline passes (a task past its
@@ -21,6 +21,7 @@ from airflow_provider_trainium.compute.base import Interval, JobEvent, JobState,
 from airflow_provider_trainium.compute.budget import STOP_REASON, Budget
 from airflow_provider_trainium.compute.cloudwatch import LogCursor, NodeLogs, drain, drain_streams
 from airflow_provider_trainium.compute.ecs.billing import ecs_intervals, epoch
+from airflow_provider_trainium.compute.ecs.poller import EcsTaskPoller
 from airflow_provider_trainium.compute.ecs.status import NOT_STARTED, STOPPED, task_status
 
 STOP_CALL_TIMEOUT = 30.0
@@ -59,15 +60,6 @@ class EcsTaskWatch:
     def details(self) -> dict[str, Any]:
         return self.handle.get("details") or {}
 
-    def _hooks(self) -> tuple[Any, Any]:
-        from airflow.providers.amazon.aws.hooks.ecs import EcsHook
-        from airflow.providers.amazon.aws.hooks.logs import AwsLogsHook
-
-        return (
-            EcsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name),
-            AwsLogsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name),
-        )
-
     def follower(self, on_log: LogSink) -> NodeLogs:
         """The task's one log stream, unprefixed, resuming at the stored cursor."""
         logs = NodeLogs(
@@ -90,12 +82,13 @@ class EcsTaskWatch:
             billed_intervals=None if billed is None else tuple(billed),
         )
 
-    async def _describe(self, ecs: Any) -> dict[str, Any] | None:
-        response = await ecs.describe_tasks(cluster=self.details["cluster"], tasks=[self.handle["job_id"]])
-        tasks = response.get("tasks") or []
-        return tasks[0] if tasks else None
+    def _poller(self) -> EcsTaskPoller:
+        return EcsTaskPoller.shared(self.aws_conn_id, self.region_name, self.poll_interval, self.details["cluster"])
 
-    async def _stop(self, ecs: Any, reason: str) -> None:
+    async def _stop(self, poller: EcsTaskPoller, reason: str) -> None:
+        await self._stop_with(await poller.client(), reason)
+
+    async def _stop_with(self, ecs: Any, reason: str) -> None:
         await asyncio.wait_for(
             ecs.stop_task(cluster=self.details["cluster"], task=self.handle["job_id"], reason=reason[:255]),
             STOP_CALL_TIMEOUT,
@@ -113,27 +106,30 @@ class EcsTaskWatch:
         return self._budget.exceeded(start, now)
 
     async def run(self, on_log: LogSink) -> AsyncIterator[JobEvent]:
-        """Follow the task until it ends; yields exactly one event."""
+        """Follow the task until it ends; yields exactly one event. Its DescribeTasks is the cluster's shared
+        poll (:class:`EcsTaskPoller`): one call per 100 tasks watched in this event loop, per interval."""
+        arn = str(self.handle["job_id"])
+        poller = self._poller()
+        poller.watch(arn)  # before the first await: joins the next round of the shared poll
         logs = self.follower(on_log)
-        ecs_hook, logs_hook = self._hooks()
-        async with await ecs_hook.get_async_conn() as ecs, await logs_hook.get_async_conn() as cloudwatch:
+        try:
             while True:
-                task = await self._describe(ecs)
+                task = (await poller.next_round()).get(arn)
                 status = task_status(task) if task is not None else None
                 if status is None or status.state.terminal:
                     if not self.tail_in_worker:
-                        await self._read_tail(logs, cloudwatch, on_log)  # with what the log driver flushed on exit
+                        await self._read_tail(logs, await poller.client("logs"), on_log)  # what the driver flushed
                     if task is None or status is None:
-                        gone = f"ECS no longer knows task {self.handle['job_id']} (stopped tasks expire after ~1 hour)"
+                        gone = f"ECS no longer knows task {arn} (stopped tasks expire after ~1 hour)"
                         yield self._event(JobStatus(JobState.FAILED, reason=gone), logs)
                         return
                     yield self._event(status, logs, ecs_intervals(task))
                     return
-                await logs.fetch(cloudwatch)
+                await logs.fetch(await poller.client("logs"))
                 now = time.time()
                 if now >= self.deadline:
                     reason = "the job did not finish before its deadline; the ECS task was stopped"
-                    await self._stop(ecs, "Airflow task deadline passed")
+                    await self._stop(poller, "Airflow task deadline passed")
                     yield self._event(JobStatus(JobState.FAILED, reason=reason), logs)
                     return
                 if self.placement_expired(task, now):
@@ -142,15 +138,16 @@ class EcsTaskWatch:
                         "no container instance of the required type had room (check the cluster's capacity "
                         "provider); the task was stopped"
                     )
-                    await self._stop(ecs, "not placed in time")
+                    await self._stop(poller, "not placed in time")
                     yield self._event(JobStatus(JobState.FAILED, reason=reason), logs)
                     return
                 over = self.over_budget(task, now)
                 if over:
-                    await self._stop(ecs, STOP_REASON)
+                    await self._stop(poller, STOP_REASON)
                     yield self._event(JobStatus(JobState.FAILED, reason=over), logs)
                     return
-                await asyncio.sleep(max(0.0, min(self.poll_interval, self.deadline - now)))
+        finally:
+            poller.unwatch(arn)
 
     @staticmethod
     async def _read_tail(logs: NodeLogs, cloudwatch: Any, on_log: LogSink) -> None:
@@ -171,7 +168,8 @@ class EcsTaskWatch:
                                    aws_conn_id=self.aws_conn_id, region_name=self.region_name)  # fmt: skip
 
     async def cancel(self, reason: str) -> None:
-        """Stop the task (a user killed the deferred task)."""
-        ecs_hook, _ = self._hooks()
-        async with await ecs_hook.get_async_conn() as ecs:
-            await self._stop(ecs, reason)
+        """Stop the task (a user killed the deferred task): one call on a client of its own, no poll."""
+        from airflow.providers.amazon.aws.hooks.ecs import EcsHook
+
+        async with await EcsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).get_async_conn() as ecs:
+            await self._stop_with(ecs, reason)

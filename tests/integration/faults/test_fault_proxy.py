@@ -29,11 +29,11 @@ def proxy(moto_reset: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultPro
         yield fault_proxy
 
 
-def client(service: str, attempts: int = 1) -> Any:
+def client(service: str, attempts: int = 1, mode: str = "standard") -> Any:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
     from botocore.config import Config
 
-    config = Config(retries={"total_max_attempts": attempts, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+    config = Config(retries={"total_max_attempts": attempts, "mode": mode}, connect_timeout=5, read_timeout=30)
     return AwsBaseHook(aws_conn_id=CONN_ID, client_type=service, region_name=MOTO_REGION, config=config).conn
 
 
@@ -72,6 +72,29 @@ def test_throttling_has_each_protocols_shape(proxy, api):
     context = RetryContext(attempt_number=1, parsed_response=response, http_response=status)
     assert ThrottledRetryableChecker().is_retryable(context), "botocore must take it for throttling and back off"
     assert proxy.stats.faults == {(api, "throttle"): 1} and proxy.stats.forwarded[api] == 0
+
+
+LEGACY_CALLS = {  # the same calls on a client in botocore's legacy retry mode, the hooks' default
+    "ListClusters": lambda: client("ecs", 2, "legacy").list_clusters(),
+    "DescribeLogGroups": lambda: client("logs", 2, "legacy").describe_log_groups(),
+    "DescribeJobs": lambda: client("batch", 2, "legacy").describe_jobs(jobs=["j-1"]),
+    "ListRoles": lambda: client("iam", 2, "legacy").list_roles(),
+    "DescribeVpcs": lambda: client("ec2", 2, "legacy").describe_vpcs(),
+    "s3:GET": lambda: client("s3", 2, "legacy").list_buckets(),
+}
+
+
+@pytest.mark.parametrize("api", sorted(LEGACY_CALLS))
+def test_throttling_is_retried_by_botocores_legacy_mode_as_aws_throttling_is(proxy, api):
+    """Legacy mode (what an Airflow AWS connection gets unless it sets ``retry_mode``) matches code and HTTP
+    status (botocore's ``_retry.json``: EC2's ``RequestLimitExceeded`` is a 503): a throttle answered with
+    another status would fail the call at once where AWS's own is retried."""
+    from botocore.exceptions import ClientError
+
+    proxy.set_plan(FaultPlan(per_api={api: 1.0}, kinds=("throttle",)))
+    with pytest.raises(ClientError):
+        LEGACY_CALLS[api]()
+    assert proxy.stats.faults == {(api, "throttle"): 2}, "the first throttle was not retried"
 
 
 def test_server_errors_and_resets_reach_the_client_and_a_retry_gets_through(proxy):

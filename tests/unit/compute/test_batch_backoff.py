@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from botocore.parsers import create_parser
 from botocore.session import get_session
 
-from airflow_provider_trainium.compute.batch.poller import Backoff
+from airflow_provider_trainium.compute.poller import Backoff
 
 
 def batch_error(status: int, code: str, message: str) -> ClientError:
