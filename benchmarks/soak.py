@@ -405,9 +405,14 @@ class Soak:
             if not job.written:
                 continue
             written += len(job.written)
-            counts = self._logged(job)
+            tries = self._logged(job)
+            counts = Counter({line: len(found) for line, found in tries.items()})
             missing += sum(1 for line in job.written if counts[line] == 0)
             repeated += sum(counts[line] - 1 for line in job.written if counts[line] > 1)
+            twice = [line for line in job.written if counts[line] > 1]
+            if twice:  # where they are tells a triggerer's replay (one try) from a second try (two tries)
+                self.events.append(f"repeated in run {job.run_id}: {twice[0]!r} and {len(twice) - 1} more, "
+                                   f"in tries {tries[twice[0]]}")  # fmt: skip
         peak = max((d for d, _ in self.memory), default=0)
         at_peak = [rss for d, rss in self.memory if d == peak and rss == rss]
         per_job = (max(at_peak) - baseline) / peak if peak and at_peak and baseline == baseline else None
@@ -434,22 +439,22 @@ class Soak:
             wall_seconds=ended - started,
         )
 
-    def _logged(self, job: Job) -> Counter[str]:
-        """How often each ``soak ...`` line is in the task's log (every try), with or without the ``[node N]``
-        prefix multi-node logs get."""
+    def _logged(self, job: Job) -> dict[str, list[int]]:
+        """The try of each time each ``soak ...`` line is in the task's log (every try), with or without the
+        ``[node N]`` prefix multi-node logs get."""
         from tests.e2e.test_restarts import SMOKE
 
-        counts: Counter[str] = Counter()
+        found_in: dict[str, list[int]] = {}
         try:
             ti = self.api.task_instance(SMOKE, job.run_id, "allreduce")
             for try_number in range(1, int(ti.get("try_number") or 1) + 1):
                 for entry in self.api.log_entries(SMOKE, job.run_id, "allreduce", try_number):
                     found = SOAK_LINE.search(str(entry.get("event", "")))
                     if found:
-                        counts[found.group(0)] += 1
+                        found_in.setdefault(found.group(0), []).append(try_number)
         except Exception:  # noqa: BLE001 - an unreadable log counts as missing lines
             pass
-        return counts
+        return found_in
 
 
 def _short(job_id: str) -> str:
