@@ -1,8 +1,8 @@
 """A watched job's cost comes from what its watch saw as it ended: no second describe call, the same figures.
 
 The watch loop already describes the job (Batch: the job and its node jobs; ECS: the task) as it ends, and
-its event carries each node's billed start and stop. The cost step prices those; the moto server's request
-recording shows it asks nothing, and the figures equal what the service's own records give.
+its event carries each node's billed start and stop. The cost step prices those; a counter on the backend's own
+client shows it asks nothing, and the figures equal what the service's own records give.
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ from airflow_provider_trainium.neuron.pricing import PRICES
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import IMAGE as BATCH_IMAGE
-from tests.integration.conftest import calls
+from tests.integration.batch.conftest import CallCounter as BatchCallCounter
 from tests.integration.ecs.conftest import IMAGE as ECS_IMAGE
-from tests.integration.ecs.conftest import MOTO_REGION
+from tests.integration.ecs.conftest import MOTO_REGION, CallCounter
 
 TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "airflow:map_index": "-1"}
-DESCRIBE_JOBS = "/v1/describejobs"
 
 
 def batch_spec(nodes: int) -> JobSpec:
@@ -49,16 +48,16 @@ def ended_multi_node_job(batch_env, spec: JobSpec, name: str) -> Any:
     return backend, handle
 
 
-def test_batch_cost_after_the_worker_side_watch_asks_batch_nothing(batch_env, moto_requests):
+def test_batch_cost_after_the_worker_side_watch_asks_batch_nothing(batch_env):
     spec = batch_spec(nodes=3)
     backend, handle = ended_multi_node_job(batch_env, spec, "job-watched")
     status = backend.wait(handle, lambda line: None, 600)
     assert status.state is JobState.SUCCEEDED and status.billed_intervals is not None
     assert len(status.billed_intervals) == 3  # every node job's attempt, not the parent's time x 3
 
-    before = calls(moto_requests(), path=DESCRIBE_JOBS)
+    counter = BatchCallCounter().attach(backend.hook.client)  # the backend's own client, not the poller's
     watched = job_cost(backend, handle, spec, billed=status.billed_intervals)
-    assert calls(moto_requests(), path=DESCRIBE_JOBS) == before
+    assert counter["DescribeJobs"] == 0
 
     assert watched == job_cost(backend, handle, spec)  # what Batch's own records give, asked again
     assert 3 * 600 - 6 * 60 <= watched["usd"] / 21.5 * 3600 < 3 * 600 - 6 * 60 + 60
@@ -76,7 +75,7 @@ class TaskInstanceStandIn:
         self.xcoms[key] = value
 
 
-def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env, moto_requests):
+def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
     from airflow_provider_trainium.operators.job import NeuronJobOperator, PreparedJob
 
     spec = batch_spec(nodes=3)
@@ -90,13 +89,13 @@ def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env, mot
     event = json.loads(json.dumps(asyncio.run(event_of(backend.trigger(handle, time.time() + 600)))))  # as stored
     ti = TaskInstanceStandIn()
     op = NeuronJobOperator(task_id="t", entry_point="trainer.allreduce", compute="batch")
-    before = calls(moto_requests(), path=DESCRIBE_JOBS)
+    counter = BatchCallCounter().attach(op.backend_for("batch").hook.client)  # the client execute_complete uses
     op.execute_complete({"ti": ti}, event, prepared=PreparedJob("batch", spec, "job-deferred", TAGS).to_dict())
-    assert calls(moto_requests(), path=DESCRIBE_JOBS) == before
+    assert counter["DescribeJobs"] == 0
     assert ti.xcoms["trainium_cost"] == job_cost(backend, handle, spec)
 
 
-def test_ecs_cost_after_the_watch_asks_ecs_nothing(ecs_world, task_progress, moto_requests):
+def test_ecs_cost_after_the_watch_asks_ecs_nothing(ecs_world, task_progress):
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.ecs.models import ecs_backends
 
@@ -113,8 +112,11 @@ def test_ecs_cost_after_the_watch_asks_ecs_nothing(ecs_world, task_progress, mot
     assert status.state is JobState.SUCCEEDED
     assert status.billed_intervals == ((started.timestamp(), started.timestamp() + 2700),)
 
-    before = calls(moto_requests(), target=".DescribeTasks")
+    # counted on the backend's own client: the watch's shared poller (its own async client) may still have a
+    # round in flight at the server when the wait returns, which a count at the server would see
+    counter = CallCounter(backend.hook.conn)
     watched = job_cost(backend, handle, spec, billed=status.billed_intervals)
-    assert calls(moto_requests(), target=".DescribeTasks") == before
+    assert counter.count("DescribeTasks") == 0
     assert watched == job_cost(backend, handle, spec)
+    assert counter.count("DescribeTasks") == 1  # without what the watch saw, the cost asks ECS
     assert watched["usd"] == pytest.approx(round(PRICES["trn1.2xlarge"].usd_per_hour * 0.75, 4))
