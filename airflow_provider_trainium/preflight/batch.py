@@ -28,6 +28,16 @@ def _queue(client: Any, name: str) -> dict[str, Any] | None:
     return queues[0] if queues else None
 
 
+def queue_environments(config: TrainiumConfig, name: str) -> list[dict[str, Any]]:
+    """The descriptions of queue ``name``'s compute environments (none when the queue is not found)."""
+    client = _client(config)
+    queue = _queue(client, name)
+    arns = [o["computeEnvironment"] for o in (queue or {}).get("computeEnvironmentOrder", [])]
+    if not arns:
+        return []
+    return list(client.describe_compute_environments(computeEnvironments=arns).get("computeEnvironments", []))
+
+
 def check_batch_queue(config: TrainiumConfig, layout: Layout) -> CheckResult:
     name = config.batch_job_queues[layout.instance_type]
     only_this = dataclasses.replace(config, batch_job_queues={layout.instance_type: name})

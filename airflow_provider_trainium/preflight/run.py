@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from airflow_provider_trainium.preflight import batch, ecs, fields, image, network, neuron, storage
+from airflow_provider_trainium.preflight import batch, capacity, ecs, fields, image, network, neuron, storage
 from airflow_provider_trainium.preflight.guard import guarded
 from airflow_provider_trainium.preflight.layout import Layout
 from airflow_provider_trainium.preflight.result import CheckResult, error, ok, warning
@@ -27,6 +27,7 @@ CHECKS = (
     "ecs cluster",
     "batch queue",
     "compute environment",
+    "capacity",
     "efa security group",
     "image",
     "neuron driver",
@@ -66,6 +67,7 @@ def remote_checks(config: TrainiumConfig, layout: Layout) -> dict[str, Check]:
         "ecs cluster": not_needed("ecs cluster"),
         "batch queue": not_needed("batch queue"),
         "compute environment": not_needed("compute environment"),
+        "capacity": lambda: capacity.check_capacity(config, layout),
         "efa security group": lambda: network.check_efa_security_groups(config, layout),
         "image": lambda: image.check_image(config, layout),
         "neuron driver": lambda: neuron.check_neuron_driver(config, layout),
@@ -86,6 +88,8 @@ def remote_checks(config: TrainiumConfig, layout: Layout) -> dict[str, Check]:
             if queue
             else not_checked("compute environment", field)
         )
+    if not config.region_name:  # quotas are per region; without one nothing says which account's to read
+        checks["capacity"] = not_checked("capacity", "region_name")
     if layout.multi_node and not config.security_groups:
         checks["efa security group"] = not_checked("efa security group", "security_groups")
     return checks

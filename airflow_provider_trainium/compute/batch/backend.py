@@ -73,6 +73,12 @@ class BatchBackend(WatchedBackend, ComputeBackend):
             host_retry_attempts=host_retry_attempts,
         )
 
+    @classmethod
+    def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> BatchBackend:
+        """The operator's ``poll_interval`` and ``log_interval``, where it sets them."""
+        timing = {name: float(options[name]) for name in ("poll_interval", "log_interval") if name in options}
+        return cls(config, **timing)
+
     @cached_property
     def hook(self) -> TrainiumBatchHook:
         from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
@@ -104,13 +110,13 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         return definition
 
     def check_queue(self, queue: str, spec: JobSpec) -> None:
-        """Refuse a multi-node job for a queue with a Spot compute environment, before SubmitJob.
+        """Refuse what the queue can never run, before SubmitJob: a multi-node job on a Spot compute environment
+        (Batch runs none), a layout above every environment's ``maxvCpus`` or above the account's On-Demand Trn
+        vCPU quota (``preflight.capacity``). Such a job would only wait in RUNNABLE. One that must wait for
+        capacity is logged with the numbers. DescribeJobQueues, DescribeComputeEnvironments and GetServiceQuota
+        cost nothing."""
+        from airflow_provider_trainium.compute.capacity import refuse_unplaceable
 
-        Batch does not run multi-node parallel jobs on Spot compute environments; such a job would only wait
-        in RUNNABLE. DescribeJobQueues and DescribeComputeEnvironments cost nothing.
-        """
-        if spec.nodes < 2:
-            return
         client = self.hook.client
         arns = [o["computeEnvironment"] for o in self.require_queue(queue).get("computeEnvironmentOrder", [])]
         environments = client.describe_compute_environments(computeEnvironments=arns).get("computeEnvironments", [])
@@ -119,12 +125,13 @@ class BatchBackend(WatchedBackend, ComputeBackend):
             for env in environments
             if (env.get("computeResources") or {}).get("type") in SPOT_TYPES
         )
-        if spot:
+        if spot and spec.nodes > 1:
             raise BatchInputError(
                 f"job queue {queue!r} runs on Spot compute environment(s) {', '.join(spot)}, and AWS Batch does not "
                 f"run multi-node parallel jobs on Spot: this {spec.nodes}-node {spec.instance_type} job would never "
                 "start. Point batch_job_queues at an on-demand queue (the Batch stack with PurchaseOption on-demand)"
             )
+        refuse_unplaceable(self.config, spec.instance_type, spec.nodes, BatchInputError, queue, environments)
 
     def register_definition(self, definition: dict[str, Any]) -> str:
         """The ARN of an ACTIVE definition with this (content-hash) name, registering it if there is none."""

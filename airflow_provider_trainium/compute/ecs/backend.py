@@ -91,6 +91,16 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         self.placement_timeout_seconds = placement_timeout_seconds
         self._cluster_checked = False
 
+    @classmethod
+    def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> EcsBackend:
+        """The operator's ``poll_interval`` and ``placement_timeout``, where it sets them."""
+        timing: dict[str, float] = {}
+        if "poll_interval" in options:
+            timing["poll_interval_seconds"] = float(options["poll_interval"])
+        if "placement_timeout" in options:
+            timing["placement_timeout_seconds"] = float(options["placement_timeout"])
+        return cls(config, **timing)
+
     @cached_property
     def hook(self) -> Any:
         from airflow_provider_trainium.hooks.ecs import TrainiumEcsHook
@@ -207,8 +217,11 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         return self.handle_for(max(tasks, key=rank), job_name)
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
+        from airflow_provider_trainium.compute.capacity import refuse_unplaceable
+
         self.check_spec(spec)
         self.check_cluster()
+        refuse_unplaceable(self.config, spec.instance_type, spec.nodes, EcsInputError)
         plan = self.plan(spec)
         arn, _ = self.hook.ensure_task_definition(task_definition(plan, self.settings(spec)))
         response = self.hook.conn.run_task(**self.run_task_request(plan, arn, job_name, tags))

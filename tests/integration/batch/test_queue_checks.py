@@ -1,4 +1,5 @@
-"""What Batch would accept but never run, refused before SubmitJob: multi-node on Spot, files on this host."""
+"""What Batch would accept but never run, refused before SubmitJob: multi-node on Spot, a layout above the vCPU
+quota or every compute environment's maxvCpus, files on this host."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from airflow_provider_trainium.compute.batch.backend import BatchInputError
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.batch.conftest import IMAGE, CallCounter
+from tests.integration.moto_quotas import set_ec2_quotas, trn_quota
 
 TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "airflow:map_index": "-1"}
 
@@ -27,7 +29,7 @@ def spec(nodes: int, **changes: Any) -> JobSpec:
     return JobSpec(**values).validate()
 
 
-def managed_queue(batch_env: Any, aws_conn_id: str, name: str, resource_type: str) -> str:
+def managed_queue(batch_env: Any, aws_conn_id: str, name: str, resource_type: str, max_vcpus: int = 512) -> str:
     """A managed compute environment of ``resource_type`` (EC2 or SPOT) and a queue on it, as the stack makes."""
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
@@ -42,7 +44,7 @@ def managed_queue(batch_env: Any, aws_conn_id: str, name: str, resource_type: st
     resources: dict[str, Any] = {
         "type": resource_type,
         "minvCpus": 0,
-        "maxvCpus": 512,
+        "maxvCpus": max_vcpus,
         "instanceTypes": ["trn1.32xlarge"],
         "subnets": [subnet],
         "securityGroupIds": [group],
@@ -89,11 +91,32 @@ def test_single_node_job_may_use_spot_and_multi_node_goes_to_on_demand(batch_env
     spot = managed_queue(batch_env, aws_conn_id, "trn-spot", "SPOT")
     backend, counter = backend_on(batch_env, spot)
     backend.submit(spec(nodes=1), "job-single", TAGS)
-    assert counter["SubmitJob"] == 1 and counter["DescribeComputeEnvironments"] == 0
+    assert counter["SubmitJob"] == 1
     on_demand = managed_queue(batch_env, aws_conn_id, "trn-ondemand", "EC2")
     backend, counter = backend_on(batch_env, on_demand)
     backend.submit(spec(nodes=2), "job-multi", TAGS)
     assert counter["SubmitJob"] == 1
+
+
+def test_a_layout_above_the_trn_vcpu_quota_is_refused_before_submitting(batch_env, monkeypatch):
+    set_ec2_quotas(monkeypatch, trn_quota(128))  # one trn1.32xlarge
+    backend, counter = backend_on(batch_env, batch_env.queue)
+    with pytest.raises(BatchInputError, match="this layout can never be placed") as refused:
+        backend.submit(spec(nodes=2), "job-a", TAGS)
+    assert "2 x trn1.32xlarge need 256 vCPUs" in str(refused.value)
+    assert "'Running On-Demand Trn instances' (L-2C3B7624) of 128 vCPUs" in str(refused.value)
+    assert counter["SubmitJob"] == 0 and counter["RegisterJobDefinition"] == 0
+    backend.submit(spec(nodes=1), "job-b", TAGS)  # what the quota holds goes ahead
+    assert counter["SubmitJob"] == 1
+
+
+def test_a_layout_above_every_compute_environment_is_refused_before_submitting(batch_env, aws_conn_id):
+    queue = managed_queue(batch_env, aws_conn_id, "trn-small", "EC2", max_vcpus=128)
+    backend, counter = backend_on(batch_env, queue)
+    with pytest.raises(BatchInputError, match="more than any compute environment of queue 'trn-small'") as refused:
+        backend.submit(spec(nodes=2), "job-a", TAGS)
+    assert "need 256 vCPUs" in str(refused.value) and "trn-small-env (maxvCpus 128)" in str(refused.value)
+    assert counter["SubmitJob"] == 0
 
 
 def test_a_queue_batch_does_not_know_is_named(batch_env):

@@ -73,6 +73,7 @@ def test_airflow_policy_scopes_every_statement_it_can(base):
     assert unscoped == {
         "EcsCallsWithoutResourceScope",
         "BatchReadsWithoutResourceScope",
+        "CapacityReadsWithoutResourceScope",
         "RegistryLoginHasNoResourceScope",
     }
     run = found["EcsRunOwnTaskDefinitions"]["Resource"]["Fn::Sub"]
@@ -80,7 +81,11 @@ def test_airflow_policy_scopes_every_statement_it_can(base):
     submit = [r["Fn::Sub"] for r in found["BatchRegisterAndSubmitOwnDefinitions"]["Resource"]]
     assert any(r.endswith(":job-definition/trainium-*") for r in submit)
     assert all(a.startswith(("ecs:Describe", "ecs:List", "batch:Describe", "batch:List", "ecs:Register"))
-               for sid in unscoped - {"RegistryLoginHasNoResourceScope"} for a in found[sid]["Action"])  # fmt: skip
+               for sid in unscoped - {"RegistryLoginHasNoResourceScope", "CapacityReadsWithoutResourceScope"}
+               for a in found[sid]["Action"])  # fmt: skip
+    assert found["CapacityReadsWithoutResourceScope"]["Action"] == [
+        "servicequotas:GetServiceQuota", "servicequotas:ListAWSDefaultServiceQuotas", "cloudwatch:GetMetricStatistics"
+    ]  # fmt: skip
 
 
 SECRET_ARNS = (

@@ -10,6 +10,7 @@ from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.ecs.conftest import IMAGE, LOG_GROUP, CallCounter
+from tests.integration.moto_quotas import set_ec2_quotas, trn_quota
 
 NEVER_STOPS = {"progression": "manual", "times": 10_000}
 
@@ -172,6 +173,16 @@ def test_multi_node_and_missing_image_fail_before_any_paid_call(ecs_world):
     with pytest.raises(EcsInputError, match="no image"):
         ecs.submit(spec(image=None), *ids())
     assert counter.calls == []
+
+
+def test_an_instance_above_the_trn_vcpu_quota_is_refused_before_run_task(ecs_world, monkeypatch):
+    ecs_world.add_instance("trn1.32xlarge")
+    set_ec2_quotas(monkeypatch, trn_quota(32))  # room for a trn1.2xlarge (8 vCPUs), not a trn1.32xlarge (128)
+    ecs, counter = backend(ecs_world)
+    with pytest.raises(EcsInputError, match="this layout can never be placed") as refused:
+        ecs.submit(spec(instance_type="trn1.32xlarge"), *ids())
+    assert "1 x trn1.32xlarge need 128 vCPUs" in str(refused.value) and "of 32 vCPUs" in str(refused.value)
+    assert counter.count("RunTask") == 0 and counter.count("RegisterTaskDefinition") == 0
 
 
 UNREACHABLE = [

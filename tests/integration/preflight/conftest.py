@@ -16,11 +16,14 @@ import pytest
 import requests
 
 from tests.conftest import MOTO_REGION
+from tests.integration.moto_quotas import set_ec2_quotas, trn_quota
 
 AWS_CONN_ID = "aws_preflight"
 ACCOUNT = "123456789012"
 INSTANCE_TYPE = "trn1.32xlarge"
 REPOSITORY = "trainium/train"
+#: The account's On-Demand Trn vCPU quota: room for four trn1.32xlarge (128 vCPUs each).
+TRN_QUOTA_VCPUS = 512
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ def deployment(moto_server: str) -> Iterator[Deployment]:
         patch.setenv(f"AIRFLOW_CONN_{AWS_CONN_ID.upper()}", json.dumps(conn))
         for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
             patch.delenv(var, raising=False)
+        set_ec2_quotas(patch, trn_quota(TRN_QUOTA_VCPUS))
 
         ec2, iam, ecs = _client("ec2"), _client("iam"), _client("ecs")
         vpc = ec2.create_vpc(CidrBlock="10.7.0.0/16")["Vpc"]["VpcId"]
