@@ -51,6 +51,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "AWS Trainium",
                 "python-modules": [
+                    "airflow_provider_trainium.sensors.job",
                     "airflow_provider_trainium.sensors.registry",
                     "airflow_provider_trainium.sensors.compile_cache",
                 ],

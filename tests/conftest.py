@@ -16,6 +16,9 @@ os.environ.setdefault("AIRFLOW_HOME", os.path.join(_REPO, ".airflow"))
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(_REPO, "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+# Remote jobs wait in the triggerer, as in a deployment that runs one (the dev deployment sets the same); a test of
+# the worker-side wait passes deferrable=False, and tests/unit/operators checks the default follows this setting.
+os.environ.setdefault("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 MOTO_REGION = "us-east-1"

@@ -29,6 +29,7 @@ from airflow_provider_trainium.compute.budget import watch_budget
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
+from airflow_provider_trainium.operators.defaults import default_deferrable
 from trainer import boundary
 
 EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
@@ -46,6 +47,13 @@ def _int(value: Any, field: str) -> int:
 
 
 _UNSET: Any = object()
+
+
+def failure_message(handle: JobHandle, status: JobStatus) -> str:
+    """What a task that waited on a job that did not succeed says: state, reason and the log's last lines."""
+    message = f"job {handle.job_id} {status.state.value.lower()}: {status.reason}"
+    tail = "\n".join(status.log_tail[-30:])
+    return message + (f"\nlast lines:\n{tail}" if tail else "")
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,14 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         (its checkpoints are kept, so a retry with a higher budget resumes). None: no budget.
     :param allow_over_budget_estimate: start a job whose worst case exceeds ``max_cost_usd`` anyway; the
         mid-run stop still applies.
+
+    :param deferrable: wait for a remote job in the triggerer instead of a worker slot; default: Airflow's
+        ``[operators] default_deferrable``. Local compute always waits in the worker (its processes are here).
+    :param wait_for_completion: False submits (or attaches to) the job and returns its id at once; a
+        ``TrainiumJobSensor`` waits for it later. The budget's mid-run stop applies only while this task waits.
+    :param poll_interval: seconds between the remote job's status rounds (default: the backend's, 30 s).
+    :param log_interval: seconds between reads of a Batch job's log streams (default: 30 s).
+    :param placement_timeout: seconds an ECS task may wait for an instance before it is stopped (default 1800).
     """
 
     template_fields: Sequence[str] = (
@@ -149,7 +165,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         checkpoint_uri: str | None = None,
         compile_cache_uri: str | None = None,
         trainium_conn_id: str = DEFAULT_CONN_ID,
-        deferrable: bool = True,
+        deferrable: bool | None = None,
+        wait_for_completion: bool = True,
+        poll_interval: float | None = None,
+        log_interval: float | None = None,
+        placement_timeout: float | None = None,
         local_max_processes_per_node: int = 2,
         max_cost_usd: float | str | None = None,
         allow_over_budget_estimate: bool | str = False,
@@ -178,7 +198,11 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.checkpoint_uri = checkpoint_uri
         self.compile_cache_uri = compile_cache_uri
         self.trainium_conn_id = trainium_conn_id
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.wait_for_completion = wait_for_completion
+        self.poll_interval = poll_interval
+        self.log_interval = log_interval
+        self.placement_timeout = placement_timeout
         self.local_max_processes_per_node = local_max_processes_per_node
         self.max_cost_usd = max_cost_usd
         self.allow_over_budget_estimate = allow_over_budget_estimate
@@ -310,9 +334,16 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         if self._backend is None or self._backend.name != compute:
             from airflow_provider_trainium.compute.backends import build_backend
 
-            options = {"local_max_processes_per_node": self.local_max_processes_per_node}
-            self._backend = build_backend(compute, self.config(), options)
+            self._backend = build_backend(compute, self.config(), self.backend_options())
         return self._backend
+
+    def backend_options(self) -> dict[str, Any]:
+        """The operator's settings a backend may take (each backend reads the ones it knows)."""
+        options: dict[str, Any] = {"local_max_processes_per_node": self.local_max_processes_per_node}
+        timing = {"poll_interval": self.poll_interval, "log_interval": self.log_interval,
+                  "placement_timeout": self.placement_timeout}  # fmt: skip
+        options.update({name: float(value) for name, value in timing.items() if value is not None})
+        return options
 
     def check_trusted_image(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """An image-running backend only gets an image from the trusted repository or built by this DAG."""
@@ -431,6 +462,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def execute(self, context: Context) -> Any:
         prepared = self.prepare(context)
         backend = self.backend_for(prepared.compute)
+        if not self.wait_for_completion:
+            return self.submit_only(context, prepared, backend)
         if not (self.deferrable and backend.defers):
             # ResumableJobMixin: the job id survives a worker crash in task_state_store; attach() also finds
             # it by name and tags when the store is empty.
@@ -452,6 +485,20 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             kwargs={"prepared": prepared.to_dict()},
             timeout=self.job_timeout() + DEFER_GRACE,
         )
+
+    def submit_only(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> str:
+        """``wait_for_completion=False``: the job an earlier try started, else a new one; its id is the result
+        (the handle is the ``job`` XCom, where ``TrainiumJobSensor`` checks it against the task's own job)."""
+        if not backend.defers:
+            from airflow.providers.common.compat.sdk import AirflowFailException
+
+            raise AirflowFailException(
+                f"wait_for_completion=False needs a remote backend; {prepared.compute} compute runs the job in this "
+                "task's own processes"
+            )
+        attached = self.attach(context, prepared)
+        self.log.info("job %s submitted; a TrainiumJobSensor waits for it", attached.handle.job_id)
+        return attached.handle.job_id
 
     @staticmethod
     def log_cursor(prepared: PreparedJob, handle: JobHandle) -> str | None:
@@ -535,10 +582,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.record_cost(context, spec, handle, status)
         if status.state is JobState.SUCCEEDED:
             return self.on_success(context, spec, handle)
-        tail = "\n".join(status.log_tail[-30:])
-        message = f"job {handle.job_id} {status.state.value.lower()}: {status.reason}"
-        if tail:
-            message += f"\nlast lines:\n{tail}"
+        message = failure_message(handle, status)
         if status.exit_code == EXIT_BAD_INPUT:
             raise AirflowFailException(message + "\n(bad input: not retried)")
         if status.reason.startswith(BUDGET_STOP_REASON):

@@ -22,7 +22,8 @@ class RegisteredModelSensor(BaseSensorOperator):
     * ``alias="production"``: the alias points at a version greater than ``newer_than``.
     * neither: the model's newest version is greater than ``newer_than`` (0: any version).
 
-    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    :param deferrable: wait in the triggerer instead of holding a worker slot; default Airflow's
+        ``[operators] default_deferrable``.
     """
 
     template_fields: Sequence[str] = ("version", "alias", "newer_than", "artifact_root")
@@ -37,7 +38,7 @@ class RegisteredModelSensor(BaseSensorOperator):
         artifact_root: str | None = None,
         aws_conn_id: str | None = None,
         trainium_conn_id: str = DEFAULT_CONN_ID,
-        deferrable: bool = False,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -50,7 +51,9 @@ class RegisteredModelSensor(BaseSensorOperator):
         self.artifact_root = artifact_root
         self.aws_conn_id = aws_conn_id
         self.trainium_conn_id = trainium_conn_id
-        self.deferrable = deferrable
+        from airflow_provider_trainium.operators.defaults import default_deferrable
+
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
 
     def _criteria(self) -> tuple[int | None, str | None, int]:
         version = validate_version(self.version) if self.version not in (None, "") else None
