@@ -239,8 +239,26 @@ def check_run(
         )
     except ValueError as err:  # JobSpecError included
         raise AirflowFailException(str(err)) from err
+    local_problem = local_trainer_problem(config, params, entry_point, stack)
+    if local_problem:
+        raise AirflowFailException(local_problem)
     preflight(config, params)
     return config
+
+
+def local_trainer_problem(
+    config: TrainiumConfig, params: Mapping[str, Any], entry_point: str, stack: str
+) -> str | None:
+    """On local compute, a worker without the stack's trainer extra (``compute.local.extras``): refused here,
+    before data prep spends a try on ``No module named ...``."""
+    from airflow_provider_trainium.compute.backends import resolve_compute
+    from airflow_provider_trainium.compute.local.extras import missing_trainer_extra
+
+    try:
+        compute = resolve_compute(str(params.get("compute") or "auto"), config, int(params["nodes"]))
+    except ValueError:
+        return None  # the preflight names a compute it does not know
+    return missing_trainer_extra(entry_point, stack) if compute == "local" else None
 
 
 def only_stack_problem(entry_point: str, only: str, stack: str | None, instance_type: str) -> str | None:

@@ -254,7 +254,13 @@ class LocalBackend(ComputeBackend):
 
     def check(self, spec: JobSpec) -> None:
         """Read the job's secrets now: one that cannot be read fails the task before anything starts, and every
-        try registers the values with the log masker (a try that attaches to a running job too)."""
+        try registers the values with the log masker (a try that attaches to a running job too). A worker
+        without the stack's trainer extra is refused here too, naming the extra."""
+        from airflow_provider_trainium.compute.local.extras import missing_trainer_extra
+
+        problem = missing_trainer_extra(spec.entry_point, spec.stack)
+        if problem:
+            raise ValueError(problem)
         self.secret_values(spec, fresh=True)
 
     def secret_values(self, spec: JobSpec, *, fresh: bool = False) -> dict[str, str]:
