@@ -28,7 +28,8 @@ def test_the_native_stack_names_its_own_extra_and_a_users_command_is_not_judged(
     assert extras.missing_trainer_extra("my_team.train", "xla") is None
 
 
-def test_a_worker_with_the_extra_passes():
+def test_a_worker_with_either_extra_passes_a_data_prep_job_whatever_its_stack(monkeypatch):
     pytest.importorskip("torch")
-    pytest.importorskip("torch_xla")
-    assert extras.missing_trainer_extra("trainer.mnist_mlp.train", "xla") is None
+    without(monkeypatch, "torch_xla")  # the native extra's environment: a native DAG's data prep says xla
+    assert extras.missing_trainer_extra("trainer.llama.data", "xla") is None
+    assert extras.missing_trainer_extra("trainer.mnist_mlp.train", "native") is None
