@@ -109,7 +109,9 @@ def quota_usage(config: TrainiumConfig, metric: dict[str, Any] | None) -> float 
         MetricName=metric["MetricName"],
         Dimensions=[{"Name": k, "Value": v} for k, v in (metric.get("MetricDimensions") or {}).items()],
         StartTime=now - USAGE_WINDOW,
-        EndTime=now,
+        # one period past now: CloudWatch compares whole seconds (EndTime exclusive), and a point stamped in
+        # this very second would fall outside an EndTime of now; no point lies in the future
+        EndTime=now + timedelta(seconds=60),
         Period=60,
         Statistics=[statistic],
     )["Datapoints"]
