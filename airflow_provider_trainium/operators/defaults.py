@@ -11,3 +11,12 @@ def default_deferrable() -> bool:
     from airflow.providers.common.compat.sdk import conf
 
     return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def wait_options(
+    poll_interval: float | None, log_interval: float | None, placement_timeout: float | None
+) -> dict[str, float]:
+    """The wait settings a task was given, as backend options (``build_backend``); an unset one keeps the
+    backend's default."""
+    given = {"poll_interval": poll_interval, "log_interval": log_interval, "placement_timeout": placement_timeout}
+    return {name: float(value) for name, value in given.items() if value is not None}

@@ -29,7 +29,7 @@ from airflow_provider_trainium.compute.budget import watch_budget
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
-from airflow_provider_trainium.operators.defaults import default_deferrable
+from airflow_provider_trainium.operators.defaults import default_deferrable, wait_options
 from trainer import boundary
 
 EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
@@ -339,11 +339,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def backend_options(self) -> dict[str, Any]:
         """The operator's settings a backend may take (each backend reads the ones it knows)."""
-        options: dict[str, Any] = {"local_max_processes_per_node": self.local_max_processes_per_node}
-        timing = {"poll_interval": self.poll_interval, "log_interval": self.log_interval,
-                  "placement_timeout": self.placement_timeout}  # fmt: skip
-        options.update({name: float(value) for name, value in timing.items() if value is not None})
-        return options
+        wait = wait_options(self.poll_interval, self.log_interval, self.placement_timeout)
+        return {"local_max_processes_per_node": self.local_max_processes_per_node, **wait}
 
     def check_trusted_image(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
         """An image-running backend only gets an image from the trusted repository or built by this DAG."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.operators.defaults import default_deferrable, wait_options
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -54,8 +55,6 @@ class TrainiumJobSensor(BaseSensorOperator):
         placement_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        from airflow_provider_trainium.operators.defaults import default_deferrable
-
         super().__init__(**kwargs)
         self.job_task_id = job_task_id
         self.trainium_conn_id = trainium_conn_id
@@ -73,15 +72,7 @@ class TrainiumJobSensor(BaseSensorOperator):
 
             if name not in backends():
                 raise ValueError(f"task {self.job_task_id}'s job names backend {name!r}, which is not registered")
-            options = {
-                key: float(value)
-                for key, value in (
-                    ("poll_interval", self.poll_interval),
-                    ("log_interval", self.log_interval),
-                    ("placement_timeout", self.placement_timeout),
-                )
-                if value is not None
-            }
+            options = wait_options(self.poll_interval, self.log_interval, self.placement_timeout)
             self._backend = build_backend(name, TrainiumHook(self.trainium_conn_id).get_config(), options)
         return self._backend
 
