@@ -73,6 +73,19 @@ def write_result(value: Any, env: dict[str, str] | os._Environ[str] = os.environ
     return path
 
 
+def close_process_group() -> None:
+    """Leave the process group the function opened, together with the other ranks.
+
+    A rank that exits while a peer still holds its gloo pair makes that peer abort (SIGABRT) and torchrun then
+    fails the whole job, so on success every rank meets at a barrier and destroys the group before it exits.
+    """
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def main() -> int:
     rank = os.environ.get("RANK", "0")
     try:
@@ -83,6 +96,7 @@ def main() -> int:
             raise FunctionInputError(missing_import_message(err)) from err
         if rank == "0":
             write_result(result)
+        close_process_group()
     except FunctionInputError as err:
         print(f"trainer.function (rank {rank}): {err}", file=sys.stderr, flush=True)
         return boundary.EXIT_BAD_INPUT
