@@ -106,11 +106,13 @@ bench-llama: venv
 bench-native: venv-native
 	$(NBIN)/python benchmarks/native_tokens.py
 
-# The oldest supported Airflow (the floor in pyproject.toml) in a second environment, .venv-oldest:
-# provider import, DAG parsing and the MNIST DAG on local compute (tests/oldest).
-.PHONY: test-oldest
-test-oldest:
-	PYTHON=$(PYTHON) bash .ci/oldest-airflow.sh $(PYTEST_ARGS)
+# The built wheel installed as a platform team installs it, into fresh environments on the floor Airflow (3.0.6)
+# and on the newest: the DAGs installed into an empty folder, provider import, DAG parsing and the MNIST DAG on
+# local compute (tests/wheel).
+.PHONY: test-wheel
+test-wheel:
+	PYTHON=$(PYTHON) bash .ci/wheel-airflow.sh floor $(PYTEST_ARGS)
+	PYTHON=$(PYTHON) bash .ci/wheel-airflow.sh newest $(PYTEST_ARGS)
 
 # Per-step host overhead: our trainers against a recipe-style bare loop and transformers' Trainer, in one run.
 .PHONY: bench-trainer
@@ -125,10 +127,10 @@ bench-trainer: venv
 # Ctrl-C or `make airflow-stop` stops it within 30 s. `make demo` stays on SQLite.
 .PHONY: airflow airflow-stop
 airflow: venv
-	$(BIN)/python -m airflow_provider_trainium.devserver up
+	$(BIN)/python -m devserver up
 
 airflow-stop:
-	$(BIN)/python -m airflow_provider_trainium.devserver stop
+	$(BIN)/python -m devserver stop
 
 # Where public.ecr.aws is reachable: pin the base image's tag to the digest it names now, in
 # docker/neuron-versions.toml ([base].digest, digest_source) and the Dockerfile's ARG BASE_IMAGE.

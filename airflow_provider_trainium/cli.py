@@ -22,6 +22,7 @@ from typing import Any
 
 COMMANDS: list[str] = [
     "airflow_provider_trainium.commands.configure",
+    "airflow_provider_trainium.commands.dags",
     "airflow_provider_trainium.commands.models",
     "airflow_provider_trainium.commands.preflight",
 ]
@@ -30,11 +31,12 @@ COMMANDS: list[str] = [
 def airflow_commands() -> list[Any]:
     """The ``airflow trainium ...`` commands, named by the ``cli`` entry of provider info (Airflow 3.2+)."""
     from airflow_provider_trainium.commands.configure import airflow_command as configure_command
+    from airflow_provider_trainium.commands.dags import airflow_command as dags_command
     from airflow_provider_trainium.commands.models import airflow_commands as models_commands
     from airflow_provider_trainium.commands.preflight import airflow_command as preflight_command
 
     trainium, *others = models_commands()
-    subcommands = [*trainium.subcommands, configure_command(), preflight_command()]
+    subcommands = [*trainium.subcommands, configure_command(), dags_command(), preflight_command()]
     return [trainium._replace(subcommands=subcommands), *others]
 
 

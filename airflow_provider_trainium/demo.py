@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from airflow.dag_processing.dagbag import DagBag
 
-    dags_folder = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER") or str(Path(__file__).resolve().parents[1] / "dags")
+    from airflow_provider_trainium.deployment_files import dags_folder as shipped_dags
+
+    dags_folder = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER") or str(shipped_dags())
     bag = DagBag(dag_folder=dags_folder)
     if bag.import_errors:
         print(json.dumps(bag.import_errors, indent=2), file=sys.stderr)

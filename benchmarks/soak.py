@@ -1,6 +1,6 @@
 """Soak: deferred Batch and ECS jobs through the whole deployment while AWS misbehaves and components die.
 
-The deployment (``airflow_provider_trainium.devserver``: PostgreSQL, API server, scheduler, DAG processor,
+The deployment (``devserver``: PostgreSQL, API server, scheduler, DAG processor,
 triggerer) runs ``trainium_allreduce_smoke`` on ``compute=batch`` (2 nodes) and ``compute=ecs`` (one
 instance), half each by default, against a moto server in this process, reached through
 :mod:`benchmarks.fault_proxy` (5% of calls throttled, failed, reset or slow by default). This process plays
@@ -491,9 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     import requests
     from moto.server import ThreadedMotoServer
 
-    from airflow_provider_trainium.devserver import Deployment
-    from airflow_provider_trainium.devserver.deployment import USERNAME, stop_recorded
-    from airflow_provider_trainium.devserver.supervisor import Supervisor
+    from devserver import Deployment
+    from devserver.deployment import USERNAME, stop_recorded
+    from devserver.supervisor import Supervisor
     from tests.conftest import free_port
     from tests.e2e.conftest import Api
 

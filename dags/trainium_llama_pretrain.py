@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, Param
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 #: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b", "llama3.2-1b", "llama3-8b", "llama3-70b"]
 MODEL_NAME = "llama-pretrain"
-REPOSITORY_ROOT = str(Path(__file__).resolve().parents[1])
 IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
 #: Promotion gate, fixed here and not in run params: the model's held-out loss must beat the same
 #: architecture's untrained (seeded random) initialisation by this many nats before it becomes ``latest``.
@@ -94,7 +92,6 @@ with DAG(
     # the image of the run's stack: docker/native/Dockerfile for a native run, docker/Dockerfile for an XLA one
     build_image = NeuronImageBuildOperator(
         task_id="build_image",
-        context_dir=REPOSITORY_ROOT,
         stack="{{ params.stack }}",
         instance_type="{{ params.instance_type }}",
     )

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, Param
@@ -48,7 +47,6 @@ ENTRY_POINT = "trainer.titan.train"
 FLAVORS = ["debugmodel", "llama-1b", "llama2-13b", "llama2-7b", "llama3-70b", "llama3-8b", "small", "tiny"]
 MODEL_NAME = "llama-titan-pretrain"
 STACK = "native"
-REPOSITORY_ROOT = str(Path(__file__).resolve().parents[1])
 IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
 #: Promotion gate, fixed here and not in run params: the held-out loss must beat the same architecture's
 #: untrained (seeded random) initialisation by this many nats before the version becomes ``latest``.
@@ -111,7 +109,6 @@ with DAG(
 ) as dag:
     build_image = NeuronImageBuildOperator(
         task_id="build_image",
-        context_dir=REPOSITORY_ROOT,
         stack="{{ params.stack }}",
         instance_type="{{ params.instance_type }}",
     )

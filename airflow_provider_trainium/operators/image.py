@@ -36,7 +36,9 @@ class NeuronImageBuildOperator(BaseOperator):
     replace the ENTRYPOINT, set a CMD or drop the launcher from PYTHONPATH fails before anything is built
     (``image.user_image``). ``stack`` is then what the image's labels say.
 
-    :param context_dir: build context directory (the repository root for ``docker/Dockerfile``).
+    :param context_dir: build context directory. None: the training images' own context, shipped with the
+        provider (``deployment_files.image_context``: the wheel's bundled files, or a checkout's root); a user's
+        image (``base_image``) names its own folder.
     :param dockerfile: Dockerfile path, relative to ``context_dir``. Default: ``Dockerfile`` with ``base_image``,
         else the image of ``stack`` (``docker/Dockerfile`` for xla, ``docker/native/Dockerfile`` for native;
         ``image.stacks``).
@@ -78,7 +80,7 @@ class NeuronImageBuildOperator(BaseOperator):
     def __init__(
         self,
         *,
-        context_dir: str = ".",
+        context_dir: str | None = None,
         dockerfile: str | None = None,
         base_image: str | None = None,
         stack: str | None = None,
@@ -198,6 +200,18 @@ class NeuronImageBuildOperator(BaseOperator):
 
         return pin_reference(reference, registry_for)
 
+    def build_context_dir(self) -> str:
+        """``context_dir``, or the provider's own training-image context when it is unset."""
+        from airflow_provider_trainium.image.errors import ContextError
+
+        if self.context_dir:
+            return str(self.context_dir)
+        if self.base_image:
+            raise ContextError("a user's image needs context_dir: the folder that holds its Dockerfile")
+        from airflow_provider_trainium.deployment_files import image_context
+
+        return str(image_context())
+
     def carried_stack(self, reference: str, labels: dict[str, str] | None, fallback: str) -> str:
         """The stack a user's image carries: its base's, by the labels it inherited (``fallback`` when they are
         unreadable). A ``stack`` that says otherwise is a warning here; the job's own image check refuses it."""
@@ -225,7 +239,8 @@ class NeuronImageBuildOperator(BaseOperator):
             raise ContextError(f"set base_image or build_args[{BASE_ARG!r}], not both: base_image pins it by digest")
         # Cheap local checks first: a bad stack or context fails before any AWS call or build.
         stack = self.image_stack()
-        build_context = BuildContext.load(self.context_dir, self.dockerfile_path(stack), build_args, self.target)
+        context_dir = self.build_context_dir()
+        build_context = BuildContext.load(context_dir, self.dockerfile_path(stack), build_args, self.target)
         text = ""
         if user_image:
             text = (build_context.root / build_context.dockerfile).read_text(encoding="utf-8")
@@ -238,7 +253,7 @@ class NeuronImageBuildOperator(BaseOperator):
             build_args[BASE_ARG] = base
             check_starts_from(text, build_context.dockerfile, build_args, self.target, base)
             # hashed again with the pinned base among the build args: a new base digest is a new tag
-            build_context = BuildContext.load(self.context_dir, build_context.dockerfile, build_args, self.target)
+            build_context = BuildContext.load(context_dir, build_context.dockerfile, build_args, self.target)
             self.log.info("user image from %s (build arg %s)", base, BASE_ARG)
         registry = self._registry(config, aws_conn_id, region)
         return build_context, stack, registry, config, aws_conn_id, region

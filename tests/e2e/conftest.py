@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.devserver import Deployment
-from airflow_provider_trainium.devserver.deployment import USERNAME, stop_recorded
-from airflow_provider_trainium.devserver.supervisor import Supervisor
+from devserver import Deployment
+from devserver.deployment import USERNAME, stop_recorded
+from devserver.supervisor import Supervisor
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import os
 import psutil
 import requests
 
-from airflow_provider_trainium.devserver.deployment import USERNAME
+from devserver.deployment import USERNAME
 
 
 def deployment_processes(deployment) -> list[psutil.Process]:

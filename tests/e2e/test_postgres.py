@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from airflow_provider_trainium.devserver.postgres import DATABASE, USER, PostgresCluster
+from devserver.postgres import DATABASE, USER, PostgresCluster
 from tests.e2e.conftest import ARTIFACTS
 
 

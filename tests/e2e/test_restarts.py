@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute.naming import job_name
-from airflow_provider_trainium.devserver.supervisor import POSTGRES
+from devserver.supervisor import POSTGRES
 from tests.conftest import MOTO_REGION
 from tests.e2e.conftest import training_processes, wait_for, wait_run
 from tests.integration.batch import moto_batch

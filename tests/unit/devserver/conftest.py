@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_trainium.devserver import Deployment
-from airflow_provider_trainium.devserver.postgres import free_port
+from devserver import Deployment
+from devserver.postgres import free_port
 
 #: A component that ignores SIGTERM and leaves a child (also ignoring it) in its process group; the child's
 #: pid goes to the file named by argv[1].

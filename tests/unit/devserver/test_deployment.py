@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_trainium.devserver import Deployment
-from airflow_provider_trainium.devserver.deployment import HOSTNAME_CALLABLE, USERNAME
-from airflow_provider_trainium.devserver.host_check import ALLOWED_HOSTS_ENV
-from airflow_provider_trainium.devserver.private_files import write_private
+from airflow_provider_trainium.plugins.host_check import ALLOWED_HOSTS_ENV
+from devserver import Deployment
+from devserver.deployment import HOSTNAME_CALLABLE, USERNAME
+from devserver.private_files import write_private
 
 
 def made(home: Path, **kwargs: object) -> Deployment:

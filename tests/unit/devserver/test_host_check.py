@@ -12,8 +12,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from airflow_provider_trainium.devserver.host_check import ALLOWED_HOSTS_ENV, HostCheckMiddleware
-from airflow_provider_trainium.devserver.host_check_plugin import HostCheckPlugin, root_middlewares
+from airflow_provider_trainium.plugins.host_check import ALLOWED_HOSTS_ENV, HostCheckMiddleware
+from airflow_provider_trainium.plugins.host_check_plugin import HostCheckPlugin, root_middlewares
 
 PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 

@@ -8,7 +8,7 @@ import signal
 import time
 from datetime import UTC, datetime, timedelta
 
-from airflow_provider_trainium.devserver.supervisor import POSTGRES, Backoff, Supervisor
+from devserver.supervisor import POSTGRES, Backoff, Supervisor
 from tests.unit.devserver.conftest import QUICK_DEATH, STUBBORN
 from tests.unit.devserver.test_stop import gone
 

@@ -1,4 +1,4 @@
-"""``python -m airflow_provider_trainium.devserver [up|stop]``: what ``make airflow`` / ``make airflow-stop`` run."""
+"""``python -m devserver [up|stop]``: what ``make airflow`` / ``make airflow-stop`` run."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from airflow_provider_trainium.devserver.deployment import USERNAME, Deployment, stop_recorded
-from airflow_provider_trainium.devserver.supervisor import Supervisor
+from devserver.deployment import USERNAME, Deployment, stop_recorded
+from devserver.supervisor import Supervisor
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_provider_trainium.devserver.host_check import OPTION, SECTION, HostCheckMiddleware, parse_allowed_hosts
+from airflow_provider_trainium.plugins.host_check import OPTION, SECTION, HostCheckMiddleware, parse_allowed_hosts
 
 
 def root_middlewares(value: str | None = None) -> list[dict[str, Any]]:

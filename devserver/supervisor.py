@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from airflow_provider_trainium.devserver.deployment import Deployment, _signal_group
+from devserver.deployment import Deployment, _signal_group
 
 POSTGRES = "postgres"
 #: Components whose dead leader's process group is left alone: the LocalExecutor runs task processes in the

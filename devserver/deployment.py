@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow_provider_trainium.devserver.host_check import ALLOWED_HOSTS_ENV
-from airflow_provider_trainium.devserver.postgres import PostgresCluster, free_port, pid_alive, port_is_free
-from airflow_provider_trainium.devserver.private_files import write_private
+from airflow_provider_trainium.plugins.host_check import ALLOWED_HOSTS_ENV
+from devserver.postgres import PostgresCluster, free_port, pid_alive, port_is_free
+from devserver.private_files import write_private
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "log-server")
 #: Component -> its part of the health endpoint's answer, which holds ``latest_<part>_heartbeat``.
@@ -40,10 +40,10 @@ DEFAULT_UI_PORT = 8080
 LOOPBACK = "127.0.0.1"
 #: ``[core] hostname_callable``: task instances and triggerer jobs record 127.0.0.1 as their host, so the API
 #: server fetches their logs from the loopback-only log server.
-HOSTNAME_CALLABLE = "airflow_provider_trainium.devserver.host_check.loopback"
+HOSTNAME_CALLABLE = "airflow_provider_trainium.plugins.host_check.loopback"
 #: How much of a stop's grace PostgreSQL's own shutdown gets (the rest goes to the Airflow components).
 PG_STOP_SHARE = 0.25
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 class Deployment:

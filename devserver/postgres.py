@@ -17,7 +17,7 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from airflow_provider_trainium.devserver.private_files import write_private
+from devserver.private_files import write_private
 
 DATABASE = "airflow"
 USER = "airflow"

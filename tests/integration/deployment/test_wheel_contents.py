@@ -1,0 +1,72 @@
+"""The wheel carries what a deployment needs beside the provider, and nothing a deployment must not carry."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_trainium.image.context import BuildContext
+from airflow_provider_trainium.image.stacks import dockerfile_for
+
+REPO = Path(__file__).resolve().parents[3]
+BUNDLED = "airflow_provider_trainium/bundled/"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel as ``uv build`` makes it from a clean copy of the sources: sdist first, wheel from the sdist, so
+    MANIFEST.in is tested too (a checkout's ``build/`` or ``*.egg-info`` would fill gaps in it); this environment's
+    setuptools (the lock's) is the backend."""
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, check=True, capture_output=True, text=True,
+    ).stdout.split("\0")  # fmt: skip
+    for relative in filter(None, listed):
+        if (REPO / relative).is_file():
+            (source / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / relative, source / relative)
+    out = tmp_path_factory.mktemp("dist")
+    uv = Path(sys.executable).parent / "uv"
+    subprocess.run(
+        [str(uv), "build", "-q", "--no-build-isolation", "-p", sys.executable, "-o", str(out), str(source)],
+        check=True, timeout=300,
+    )  # fmt: skip
+    (path,) = out.glob("*.whl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def names(wheel) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def test_the_dags_dockerfiles_and_templates_are_inside(names):
+    shipped = {name.removeprefix(BUNDLED) for name in names if name.startswith(BUNDLED)}
+    expected = {path.relative_to(REPO).as_posix() for path in (REPO / "dags").glob("*.py")}
+    expected |= {"docker/Dockerfile", "docker/native/Dockerfile", ".dockerignore", "docker/requirements.txt"}
+    expected |= {f"cloudformation/{name}" for name in ("base.yaml", "ecs.yaml", "batch.yaml")}
+    assert expected <= shipped
+    assert not [name for name in shipped if "__pycache__" in name or name.endswith(".pyc")]
+    assert "cloudformation/checkov.lock" not in shipped
+
+
+def test_the_dev_server_stays_out(names):
+    assert not [name for name in names if "devserver" in name]
+    assert "airflow_provider_trainium/plugins/host_check_plugin.py" in names  # the Host allowlist is a feature
+
+
+@pytest.mark.parametrize("stack", ["xla", "native"])
+def test_an_installed_provider_builds_the_image_tag_a_checkout_builds(wheel, tmp_path, stack):
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path)
+    installed = BuildContext.load(tmp_path / BUNDLED, dockerfile_for(stack))
+    checkout = BuildContext.load(REPO, dockerfile_for(stack))
+    assert [e.path for e in installed.entries] == [e.path for e in checkout.entries]
+    assert installed.tag() == checkout.tag()
