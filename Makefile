@@ -58,7 +58,7 @@ demo: airflow-home
 
 # The native stack's tests (marker `native`, set by these folders in tests/conftest.py) run in .venv-native on
 # torch 2.14 (test-native); the main venv's run (torch 2.9 + torch-xla) does not collect them.
-NATIVE_TESTS := tests/unit/trainer/native tests/unit/trainer/titan tests/integration/native tests/integration/titan
+NATIVE_TESTS := tests/unit/trainium_trainer/native tests/unit/trainium_trainer/titan tests/integration/native tests/integration/titan
 test: airflow-home
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)

@@ -1,6 +1,6 @@
 """Build step that pyproject.toml cannot declare: the deployment files travel inside the wheel.
 
-The DAGs, the training images' build context (``.dockerignore``, ``docker/``, ``trainer/``) and the
+The DAGs, the training images' build context (``.dockerignore``, ``docker/``, ``trainium_trainer/``) and the
 CloudFormation templates live at the repository root, where the tests, linters and ``make`` use them. A wheel
 copies them under ``airflow_provider_trainium/bundled/`` (``airflow_provider_trainium.bundled`` finds them in
 either place), so a deployment that installs the provider with pip has everything a checkout has.
@@ -20,7 +20,7 @@ BUNDLED = (
     (".dockerignore", ""),
     ("dags", "*.py"),
     ("docker", "**/*"),
-    ("trainer", "**/*.py"),
+    ("trainium_trainer", "**/*.py"),
     ("cloudformation", "*.yaml"),
 )
 

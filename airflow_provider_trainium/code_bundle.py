@@ -2,7 +2,7 @@
 
 ``NeuronJobOperator(code_dir=...)`` and ``@task.trainium`` (its function and call) ship code this way, as
 SageMaker's ``source_dir`` does: the folder goes to ``<artifact_root>/code/<sha256[:16]>/`` and the job's
-launcher copies it into the node's code folder (``trainer.job_dirs``), first on ``PYTHONPATH``. The same bytes
+launcher copies it into the node's code folder (``trainium_trainer.job_dirs``), first on ``PYTHONPATH``. The same bytes
 give the same URI, so a retry or a backfill uploads nothing again and the job's spec hash (which names the URI)
 changes exactly when the code does. A bundle is complete once its marker is written, last; an upload cut short
 is redone. Only the worker (Airflow) writes bundles; a job reads them like any input under the artifact root.
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from airflow_provider_trainium.artifacts import get_bytes, normalize, path_for
-from trainer import boundary
+from trainium_trainer import boundary
 
 #: Written last into a complete bundle.
 MARKER = boundary.CODE_BUNDLE_MARKER

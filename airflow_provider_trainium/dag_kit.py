@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import task
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
-from trainer import boundary
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
@@ -515,7 +515,7 @@ def prepare_llama_data(image: str, *, task_id: str = "prepare_data", **kwargs: A
 
     return NeuronJobOperator(
         task_id=task_id,
-        entry_point="trainer.llama.data",
+        entry_point="trainium_trainer.llama.data",
         job_args=[
             "--output-uri",
             planned("data_uri"),

@@ -19,7 +19,7 @@ class DeploymentFilesMissing(FileNotFoundError):
 
 
 def root() -> Path:
-    """The folder holding ``dags/``, ``docker/``, ``trainer/`` and ``cloudformation/``."""
+    """The folder holding ``dags/``, ``docker/``, ``trainium_trainer/`` and ``cloudformation/``."""
     if (BUNDLED / "docker" / "Dockerfile").is_file():
         return BUNDLED
     checkout = PACKAGE.parent

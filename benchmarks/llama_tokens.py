@@ -42,7 +42,7 @@ RUNTIMES = ("eager", "xla")
 
 def run_ours(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> dict:
     env = {**os.environ, "TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "trainer.llama.train", "--data-uri", str(data), "--output-uri", str(out),
+    command = [sys.executable, "-m", "trainium_trainer.llama.train", "--data-uri", str(data), "--output-uri", str(out),
                "--max-steps", str(args.steps), "--batch-size", str(args.batch_size), "--log-every", str(args.log_every),
                "--seed", str(SEED), "--lr", str(LR), "--warmup-steps", str(WARMUP), "--min-lr-ratio", str(MIN_LR_RATIO),
                "--weight-decay", str(WEIGHT_DECAY), "--max-grad-norm", str(MAX_GRAD_NORM),
@@ -54,7 +54,7 @@ def run_ours(runtime: str, data: Path, out: Path, args: argparse.Namespace) -> d
     windows = metrics["history"][1:]
     steady = sum(w["tokens_per_s"] for w in windows) / len(windows) if windows else metrics["tokens_per_s"]
     return {
-        "runner": f"trainer.llama ({runtime})",
+        "runner": f"trainium_trainer.llama ({runtime})",
         "overall": metrics["tokens_per_s"],
         "steady": round(steady, 1),
         "final_loss": metrics["final_loss"],
@@ -76,11 +76,11 @@ def hf_worker(data: str, steps: int, batch_size: int, log_every: int, out: str, 
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     sys.path.insert(0, str(REPO))
-    from trainer.common.device import Runtime
-    from trainer.llama.data import load_blocks, read_index
-    from trainer.llama.model import new_model
-    from trainer.llama.presets import llama_config
-    from trainer.llama.train import DataOrder, evaluate_loss, lr_lambda
+    from trainium_trainer.common.device import Runtime
+    from trainium_trainer.llama.data import load_blocks, read_index
+    from trainium_trainer.llama.model import new_model
+    from trainium_trainer.llama.presets import llama_config
+    from trainium_trainer.llama.train import DataOrder, evaluate_loss, lr_lambda
 
     train_blocks = load_blocks(data, "train")
     order = DataOrder(len(train_blocks), batch_size, 0, 1, SEED)
@@ -217,7 +217,7 @@ def main() -> None:
 
     sys.path.insert(0, str(REPO))
     from benchmarks.pairs import alternating_pairs, ratio_summary
-    from trainer.llama.data import prepare
+    from trainium_trainer.llama.data import prepare
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

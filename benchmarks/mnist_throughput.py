@@ -23,7 +23,7 @@ def train(work: Path, data_uri: str, name: str, runtime: str, ranks: int, *extra
     out = work / name
     spec = JobSpec(
         name="bench",
-        entry_point="trainer.mnist_mlp.train",
+        entry_point="trainium_trainer.mnist_mlp.train",
         args=("--data-uri", data_uri, "--lr", "0.05", "--momentum", "0.9", *extra),
         env={"TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU"},
         processes_per_node=ranks,
@@ -41,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=5)
     args = parser.parse_args()
-    from trainer.mnist_mlp.prepare import prepare
+    from trainium_trainer.mnist_mlp.prepare import prepare
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

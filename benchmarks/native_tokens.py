@@ -1,5 +1,5 @@
-"""Tokens/s of our native Llama trainer (``trainer.llama.native_train``: FSDP2 + DTensor) next to TorchTitan's
-own trainer (``trainer.titan.train``) on the same model, data, steps and seed: CPU, 2 ranks on gloo.
+"""Tokens/s of our native Llama trainer (``trainium_trainer.llama.native_train``: FSDP2 + DTensor) next to TorchTitan's
+own trainer (``trainium_trainer.titan.train``) on the same model, data, steps and seed: CPU, 2 ranks on gloo.
 
 Both start from the same weights (the native trainer's seeded initialization, written once as a Hugging Face
 directory: ``--base-model-uri`` for ours, TorchTitan's ``initial_load_in_hf`` for it), read the same blocks in
@@ -47,9 +47,9 @@ def prepare(root: Path, preset: str) -> tuple[Path, Path]:
     """The data job's blocks and the seeded initial model both trainers start from."""
     import json
 
-    from trainer.llama.data import prepare as prepare_data
-    from trainer.llama.hf_export import save_model, write_tokenizer
-    from trainer.llama.model import base_model, build_config
+    from trainium_trainer.llama.data import prepare as prepare_data
+    from trainium_trainer.llama.hf_export import save_model, write_tokenizer
+    from trainium_trainer.llama.model import base_model, build_config
 
     data, init = root / "data", root / "init"
     prepare_data(str(data), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
@@ -105,12 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = iter(range(10**6))
 
         def ours() -> dict:
-            return torchrun("trainer.llama.train", root / f"ours-{next(runs)}", ["--preset", args.preset], args,
-                            data, init)  # fmt: skip
+            return torchrun("trainium_trainer.llama.train", root / f"ours-{next(runs)}", ["--preset", args.preset],
+                            args, data, init)  # fmt: skip
 
         def titan() -> dict:
             extra = ["--flavor", args.preset]
-            return torchrun("trainer.titan.train", root / f"titan-{next(runs)}", extra, args, data, init)
+            return torchrun("trainium_trainer.titan.train", root / f"titan-{next(runs)}", extra, args, data, init)
 
         pairs = alternating_pairs(ours, titan, args.repeats)
     ratio, spread = ratio_summary([o["tokens_per_s"] / t["tokens_per_s"] for o, t in pairs])
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
           f"OMP_NUM_THREADS={args.threads}, {args.repeats} alternating pairs\n")  # fmt: skip
     print("| trainer | steady tokens/s (median of runs) | range | whole loop tokens/s | step-1 loss | final loss "
           "| eval loss |\n|---|---|---|---|---|---|---|")  # fmt: skip
-    for name, side in (("trainer.llama native (FSDP2)", 0), ("TorchTitan 0.2.2 Trainer", 1)):
+    for name, side in (("trainium_trainer.llama native (FSDP2)", 0), ("TorchTitan 0.2.2 Trainer", 1)):
         speeds = [pair[side]["tokens_per_s"] for pair in pairs]
         loop = statistics.median(pair[side]["loop_tokens_per_s"] for pair in pairs)
         last = pairs[-1][side]

@@ -1,4 +1,5 @@
-"""MNIST MLP: ``trainer.mnist_mlp.train`` against a recipe-style bare loop, eager and torch-xla CPU, 1 and 2 ranks.
+"""MNIST MLP: ``trainium_trainer.mnist_mlp.train`` against a recipe-style bare loop, eager and torch-xla CPU, 1 and
+2 ranks.
 
 Both run on the same generated MNIST-shaped data (60,000 x 28x28 by default), the same 784-120-84-10 MLP,
 plain SGD (lr 0.01, no momentum), batch 32 per rank, two epochs, each under ``torchrun`` with the same
@@ -9,7 +10,7 @@ and the XLA graphs each training loop compiled.
 Every run gets ``OMP_NUM_THREADS=1`` unless ``--threads`` says otherwise (torchrun sets it so for two ranks
 anyway). On a shared two-core host a two-thread intra-op pool makes the same loop run at one of two speeds
 (about 36k or 60k samples/s eager, from one run to the next), which drowns the difference being measured.
-On torch-xla CPU the trainer moves batches synchronously in chunks (``trainer.common.feed``);
+On torch-xla CPU the trainer moves batches synchronously in chunks (``trainium_trainer.common.feed``);
 ``--compare-feeds`` also runs it with torch-xla's background ``ParallelLoader`` (the Neuron default)
 and adds that column, the measurement behind the choice.
 
@@ -43,7 +44,7 @@ def write_data(root: Path, samples: int, seed: int = 0) -> str:
     """MNIST-shaped IDX files: random 28x28 images whose labels follow a fixed linear rule (learnable)."""
     import numpy as np
 
-    from trainer.mnist_mlp.idx import write_idx
+    from trainium_trainer.mnist_mlp.idx import write_idx
 
     rng = np.random.default_rng(seed)
     weights = rng.standard_normal((28 * 28, 10)).astype(np.float32)
@@ -62,8 +63,8 @@ def bare_worker(data_uri: str, epochs: int, out: str) -> None:
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from trainer.mnist_mlp.idx import load_split
-    from trainer.mnist_mlp.model import MLP
+    from trainium_trainer.mnist_mlp.idx import load_split
+    from trainium_trainer.mnist_mlp.model import MLP
 
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     xla = os.environ["TRAINIUM_RUNTIME"] == "xla"
@@ -142,7 +143,7 @@ def run_bare(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int) -
 
 def run_ours(work: Path, data_uri: str, runtime: str, ranks: int, epochs: int, feed: str = "") -> dict:
     out = work / f"ours-{runtime}-{ranks}{feed}"
-    args = ["-m", "trainer.mnist_mlp.train", "--data-uri", data_uri, "--output-uri", out.as_uri(),
+    args = ["-m", "trainium_trainer.mnist_mlp.train", "--data-uri", data_uri, "--output-uri", out.as_uri(),
             "--epochs", str(epochs), "--batch-size", str(BATCH), "--lr", str(LR), "--momentum", "0",
             "--log-every", "100"]  # fmt: skip
     torchrun(ranks, runtime, args, feed)

@@ -42,9 +42,9 @@ with DAG(
 ) as dag:
     allreduce = NeuronJobOperator(
         task_id="allreduce",
-        entry_point="trainer.allreduce",
+        entry_point="trainium_trainer.allreduce",
         job_args=["--bandwidth-mb", "{{ params.bandwidth_mb }}"],
         **job_layout(),
         execution_timeout=timedelta(minutes=30),
     )
-    check_params_task("trainer.allreduce", task_id="check_layout") >> allreduce
+    check_params_task("trainium_trainer.allreduce", task_id="check_layout") >> allreduce

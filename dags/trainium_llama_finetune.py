@@ -156,7 +156,7 @@ with DAG(
 ) as dag:
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
-        entry_point="trainer.llama.data",
+        entry_point="trainium_trainer.llama.data",
         job_args=[
             "--output-uri",
             planned("data_uri"),
@@ -179,7 +179,7 @@ with DAG(
 
     prepare_holdout = NeuronJobOperator(
         task_id="prepare_holdout",
-        entry_point="trainer.llama.data",
+        entry_point="trainium_trainer.llama.data",
         job_args=[
             "--output-uri",
             planned("holdout_uri"),
@@ -197,7 +197,7 @@ with DAG(
     )
 
     compile_graphs, finetune = kit.compile_then_train(
-        entry_point="trainer.llama.train",
+        entry_point="trainium_trainer.llama.train",
         job_args=TRAIN_ARGS,
         layout=LAYOUT,
         train_task_id="finetune",
@@ -207,7 +207,7 @@ with DAG(
     )
     evaluate = NeuronJobOperator(
         task_id="evaluate",
-        entry_point="trainer.llama.evaluate",
+        entry_point="trainium_trainer.llama.evaluate",
         job_args=[
             "--model-uri",
             kit.output_of("finetune"),
@@ -240,7 +240,7 @@ with DAG(
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
         promote_backfill_runs=PROMOTE_BACKFILL_RUNS,
     )
-    plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
+    plan = kit.check_params_task("trainium_trainer.llama.train", inputs=["input_uri"], plan=run_plan)
     data_ok = kit.has_data_task(plan, skip_message="SKIP interval {interval}: nothing to fine-tune on: {reason}")
     plan >> prepare_data >> data_ok >> compile_graphs
     finetune >> evaluate >> register

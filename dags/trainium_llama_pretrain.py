@@ -34,7 +34,7 @@ from airflow_provider_trainium.params import (
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
-#: Mirrors trainer.llama.presets.PRESETS (DAG files never import the trainer).
+#: Mirrors trainium_trainer.llama.presets.PRESETS (DAG files never import the trainer).
 PRESETS = ["tiny", "small", "llama-1b", "llama2-7b", "llama2-13b", "llama3.2-1b", "llama3-8b", "llama3-70b"]
 MODEL_NAME = "llama-pretrain"
 IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
@@ -99,7 +99,7 @@ with DAG(
     prepare_data = kit.prepare_llama_data(IMAGE, trigger_rule="none_failed_min_one_success")
 
     compile_graphs, pretrain = kit.compile_then_train(
-        entry_point="trainer.llama.train",
+        entry_point="trainium_trainer.llama.train",
         job_args=TRAIN_ARGS,
         layout=LAYOUT,
         train_task_id="pretrain",
@@ -118,7 +118,7 @@ with DAG(
     )
     evaluate = NeuronJobOperator(
         task_id="evaluate",
-        entry_point="trainer.llama.evaluate",
+        entry_point="trainium_trainer.llama.evaluate",
         job_args=[
             "--model-uri",
             kit.output_of("pretrain"),
@@ -136,7 +136,7 @@ with DAG(
     promote = kit.promote_latest(
         MODEL_NAME, reason="held-out loss cleared the pretraining gate", promote_manual_runs=PROMOTE_MANUAL_RUNS
     )
-    plan = kit.check_params_task("trainer.llama.train", inputs=["input_uri"], plan=run_plan)
+    plan = kit.check_params_task("trainium_trainer.llama.train", inputs=["input_uri"], plan=run_plan)
     plan >> kit.image_branch_task(build_task_id="build_image", skip_to="prepare_data") >> [build_image, prepare_data]
     build_image >> prepare_data >> kit.has_data_task(plan) >> compile_graphs
     pretrain >> evaluate >> register

@@ -50,19 +50,19 @@ with DAG(
 ) as dag:
     prepare_data = NeuronJobOperator(
         task_id="prepare_data",
-        entry_point="trainer.mnist_mlp.prepare",
+        entry_point="trainium_trainer.mnist_mlp.prepare",
         job_args=["--seed", "0"],
         **job_layout(single_node=True, instance_type=None),
     )
     compile_graphs, train = compile_then_train(
-        entry_point="trainer.mnist_mlp.train",
+        entry_point="trainium_trainer.mnist_mlp.train",
         job_args=TRAIN_ARGS,
         layout=job_layout(),
         execution_timeout=timedelta(hours=2),
     )
     evaluate = NeuronJobOperator(
         task_id="evaluate",
-        entry_point="trainer.mnist_mlp.evaluate",
+        entry_point="trainium_trainer.mnist_mlp.evaluate",
         job_args=[
             "--model-uri",
             MODEL_URI,
@@ -82,4 +82,11 @@ with DAG(
         promote_alias="latest",
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
-    check_params_task("trainer.mnist_mlp.train") >> prepare_data >> compile_graphs >> train >> evaluate >> register
+    (
+        check_params_task("trainium_trainer.mnist_mlp.train")
+        >> prepare_data
+        >> compile_graphs
+        >> train
+        >> evaluate
+        >> register
+    )

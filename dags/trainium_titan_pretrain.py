@@ -1,6 +1,6 @@
 """TorchTitan pretraining on Trainium: image -> data prep -> TorchTitan's trainer -> evaluate -> register -> promote.
 
-Manual trigger. ``trainer.titan.train`` runs TorchTitan's own ``Trainer`` from a job config generated from the
+Manual trigger. ``trainium_trainer.titan.train`` runs TorchTitan's own ``Trainer`` from a job config generated from the
 run's params, inside our launcher, rendezvous, stream, cost and registry; its last checkpoint comes out as a
 Hugging Face directory, which the evaluation job and the registry take like the native trainer's.
 
@@ -42,8 +42,8 @@ from airflow_provider_trainium.params import (
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
-ENTRY_POINT = "trainer.titan.train"
-#: Mirrors trainer.titan.spec.FLAVORS (DAG files never import the trainer).
+ENTRY_POINT = "trainium_trainer.titan.train"
+#: Mirrors trainium_trainer.titan.spec.FLAVORS (DAG files never import the trainer).
 FLAVORS = ["debugmodel", "llama-1b", "llama2-13b", "llama2-7b", "llama3-70b", "llama3-8b", "small", "tiny"]
 MODEL_NAME = "llama-titan-pretrain"
 STACK = "native"
@@ -123,7 +123,7 @@ with DAG(
     )
     evaluate = NeuronJobOperator(
         task_id="evaluate",
-        entry_point="trainer.llama.evaluate",
+        entry_point="trainium_trainer.llama.evaluate",
         job_args=[
             "--model-uri",
             kit.output_of("train"),

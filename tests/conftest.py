@@ -34,8 +34,8 @@ _NATIVE_FOLDERS = tuple(
     for parts in (
         ("integration", "native"),
         ("integration", "titan"),
-        ("unit", "trainer", "native"),
-        ("unit", "trainer", "titan"),
+        ("unit", "trainium_trainer", "native"),
+        ("unit", "trainium_trainer", "titan"),
     )  # fmt: skip
 )
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import safetensors
 import torch
 
-from trainer.llama.corpus import synthetic_jsonl
-from trainer.llama.tokenizer import BOS, EOS, PAD, UNK, train_tokenizer
+from trainium_trainer.llama.corpus import synthetic_jsonl
+from trainium_trainer.llama.tokenizer import BOS, EOS, PAD, UNK, train_tokenizer
 
 SHARD_SIZE = "40KB"  # ~230 k parameters in fp32: several shards
 

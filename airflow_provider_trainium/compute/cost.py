@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.compute.base import Interval
 from airflow_provider_trainium.neuron.pricing import Price, load_prices, price_of, prices_for
-from trainer import boundary
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle

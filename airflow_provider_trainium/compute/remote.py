@@ -8,7 +8,7 @@ for, so the backends refuse it before their first call.
 from __future__ import annotations
 
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer import boundary
+from trainium_trainer import boundary
 
 #: Environment variables of a job that name storage the container reads or writes.
 STORAGE_ENV: tuple[str, ...] = (boundary.ENV_COMPILE_CACHE_URI, "NEURON_COMPILE_CACHE_URL")

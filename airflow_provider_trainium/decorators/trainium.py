@@ -11,7 +11,7 @@ as torchrun sets them), with everything ``NeuronJobOperator`` gives a job: layou
 preflight, retry-attach, log streaming, output and checkpoint folders. Its source travels as Airflow's
 container decorators ship it (``@task.docker`` writes the source without its decorator next to the call's
 input; so does this): the source (``remove_task_decorator``) and the call's arguments as JSON go into the
-job's code bundle (``code_bundle``), which the in-container runner ``trainer.function`` loads and calls. JSON,
+job's code bundle (``code_bundle``), which the in-container runner ``trainium_trainer.function`` loads and calls. JSON,
 not pickle, both ways: nothing a job wrote is ever unpickled by Airflow, and an argument or return value JSON
 cannot carry is refused with its name. Rank 0's return value is the task's XCom. The function's imports must
 exist in the image; the runner says so when one does not.
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.providers.common.compat.sdk import DecoratedOperator, TaskDecorator, task_decorator_factory
 
 from airflow_provider_trainium.operators.job import NeuronJobOperator
-from trainer import boundary
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.neuron.spec import JobSpec
 
 #: What every process of a ``@task.trainium`` job runs: the in-image function runner.
-RUNNER_COMMAND: tuple[str, ...] = ("python", "-m", "trainer.function")
+RUNNER_COMMAND: tuple[str, ...] = ("python", "-m", "trainium_trainer.function")
 
 
 class FunctionCallError(ValueError):

@@ -8,7 +8,7 @@ The two images share the container contract (``neuron/container_contract.py``) a
 
 from __future__ import annotations
 
-from trainer import boundary
+from trainium_trainer import boundary
 
 #: Dockerfile path relative to the repository root (the build context), per stack.
 DOCKERFILES: dict[str, str] = {

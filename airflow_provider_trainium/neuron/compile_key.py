@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow_provider_trainium.neuron.launch import job_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer import boundary
+from trainium_trainer import boundary
 
 #: Flags whose values do not change the compiled graphs (each takes one value).
 NON_GRAPH_ARGS: tuple[str, ...] = (

@@ -1,6 +1,6 @@
 """The one container contract: the argv a training container runs.
 
-The training image's ENTRYPOINT is the in-container launcher (``python -m trainer.launch``) and it has no
+The training image's ENTRYPOINT is the in-container launcher (``python -m trainium_trainer.launch``) and it has no
 CMD. ECS (RunTask ``containerOverrides.command``) and AWS Batch (``containerOverrides.command``) send only
 the launcher's arguments: both APIs' ``command`` is Docker's CMD, which Docker appends to an exec-form
 ENTRYPOINT. The launcher then builds the torchrun command from those arguments and the node's environment
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from airflow_provider_trainium.neuron.spec import JobSpec
 
-LAUNCHER_MODULE = "trainer.launch"
+LAUNCHER_MODULE = "trainium_trainer.launch"
 #: The image's exec-form ENTRYPOINT (docker/Dockerfile).
 IMAGE_ENTRYPOINT: tuple[str, ...] = ("python", "-m", LAUNCHER_MODULE)
 #: The image's CMD: none, so that a container started without a command fails (the launcher's usage error).

@@ -3,7 +3,7 @@
 Data and base models chosen in a run's conf are read with the job role (or the worker's own rights on local
 compute) and end up in registered artifacts, so a URI outside those prefixes (``file:///etc/...``, a path
 outside the root, ``https://...``) is refused before any job. The trainer repeats the check
-(``trainer/common/inputs.py``) with the prefixes the provider passes in ``ALLOWED_PREFIXES_ENV``.
+(``trainium_trainer/common/inputs.py``) with the prefixes the provider passes in ``ALLOWED_PREFIXES_ENV``.
 Pure string rules: no storage is touched.
 """
 
@@ -14,7 +14,7 @@ import os
 import posixpath
 from collections.abc import Iterable
 
-from trainer import boundary
+from trainium_trainer import boundary
 
 ALLOWED_PREFIXES_ENV = boundary.ENV_ALLOWED_INPUT_PREFIXES
 RULE = "bounded inputs: a run reads only under the artifact root, the connection's allowed_input_prefixes"

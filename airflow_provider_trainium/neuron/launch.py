@@ -8,7 +8,7 @@ to the launcher process it runs on this machine.
 from __future__ import annotations
 
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer import boundary
+from trainium_trainer import boundary
 
 #: Runtime settings every Neuron training job wants (DESIGN.md section 4). torchrun jobs must not set
 #: NEURON_RT_NUM_CORES: torch-neuronx gives each local rank its own core through NEURON_RT_VISIBLE_CORES.
@@ -70,8 +70,8 @@ def job_environment(spec: JobSpec) -> dict[str, str]:
     return {**layout_environment(spec), **run_environment(spec)}
 
 
-#: The neutral rendezvous contract ``trainer.launch`` reads. Each backend maps its platform's variables onto it:
-#: local compute sets these directly; on AWS Batch the launcher maps ``AWS_BATCH_JOB_*`` inside the container.
+#: The neutral rendezvous contract ``trainium_trainer.launch`` reads. Each backend maps its platform's variables
+#: onto it: local compute sets these directly; on AWS Batch the launcher maps ``AWS_BATCH_JOB_*`` inside the container.
 RENDEZVOUS_VARIABLES = boundary.RENDEZVOUS_ENV
 
 

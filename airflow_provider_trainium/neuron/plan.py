@@ -32,7 +32,7 @@ from airflow_provider_trainium.neuron.container_contract import (
 )
 from airflow_provider_trainium.neuron.launch import layout_environment, run_environment
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer import boundary
+from trainium_trainer import boundary
 
 #: The trainer's MFU denominator: FLOP/s of one rank's NeuronCore.
 PEAK_FLOPS_ENV = boundary.ENV_PEAK_FLOPS

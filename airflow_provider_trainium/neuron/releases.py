@@ -9,7 +9,7 @@ questions before anything is paid for:
 * whether a host's Neuron driver accepts that release's runtime (a mismatch fails ``nrt_init()`` at the
   job's first device use, after the instances were paid for);
 * whether the release supports training on an instance family, and which runtime variables it deprecates;
-* which training stack (``xla`` or ``native``, ``trainer.boundary.STACKS``) runs on which family
+* which training stack (``xla`` or ``native``, ``trainium_trainer.boundary.STACKS``) runs on which family
   (:func:`stack_problem`, :func:`auto_stack`): a stack trains on a family when a release of that stack that AWS
   has not ended training support for lists the family.
 
@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from trainer import boundary
+from trainium_trainer import boundary
 
 TABLE_PATH = Path(__file__).with_name("releases.toml")
 #: The image label that records the Neuron runtime an image carries (docker/Dockerfile and docker/native/Dockerfile

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 from airflow_provider_trainium.neuron.catalog import CATALOG, InstanceType
-from trainer import boundary
+from trainium_trainer import boundary
 
 Workload = Literal["default", "llm"]
 WORKLOADS: tuple[str, ...] = ("default", "llm")
@@ -93,7 +93,7 @@ class JobSpec:
 
     ``entry_point`` is a Python module run with ``python -m`` (inside torchrun when ``distributed``).
     ``processes_per_node`` defaults to the instance's NeuronCores: a missing value would silently train
-    on one core per node. ``stack`` is the training stack the image carries (``trainer.boundary.STACKS``,
+    on one core per node. ``stack`` is the training stack the image carries (``trainium_trainer.boundary.STACKS``,
     resolved already: ``auto`` is the operator's and the DAGs' word); the release table says which families
     it trains on.
     """
@@ -130,7 +130,7 @@ class JobSpec:
     def runs_user_code(self) -> bool:
         """A user's command or module: the launcher gives it local output and checkpoint folders that it uploads
         (the project's own ``trainer.*`` modules write to their URIs themselves)."""
-        return bool(self.command) or not self.entry_point.startswith("trainer.")
+        return bool(self.command) or not self.entry_point.startswith("trainium_trainer.")
 
     @property
     def instance(self) -> InstanceType:
@@ -277,7 +277,7 @@ def check_layout(
     nodes: int,
     processes_per_node: int | None = None,
     tensor_parallel_size: int = 1,
-    entry_point: str = "trainer.check",
+    entry_point: str = "trainium_trainer.check",
     stack: str | None = None,
 ) -> None:
     """Validate a DAG run's parallel layout up front, before any job (paid or not) starts. Without ``stack``

@@ -50,7 +50,7 @@ from airflow_provider_trainium.neuron.compile_key import (
 )
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from trainer import boundary
+from trainium_trainer import boundary
 
 __all__ = [
     "NEURON_PARALLEL_COMPILE",
@@ -124,7 +124,7 @@ class NeuronCompileOperator(NeuronTrainingOperator):
     def runs_project_trainer(self) -> bool:
         """The project's own entry points (``trainer.*``), which take ``--compile-only --max-steps``; anything else
         is a user's program, run unchanged (the rule ``JobSpec.runs_user_code`` applies)."""
-        return not self.command and self.entry_point.startswith("trainer.")
+        return not self.command and self.entry_point.startswith("trainium_trainer.")
 
     def _check_trial_bounds(self) -> None:
         """Bad trial bounds fail when the DAG is parsed, not after a paid job started."""

@@ -30,7 +30,7 @@ from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumCo
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 from airflow_provider_trainium.operators.defaults import default_deferrable, wait_options
-from trainer import boundary
+from trainium_trainer import boundary
 
 EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
 DEFAULT_TIMEOUT = timedelta(hours=24)
@@ -94,7 +94,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     :param secrets: environment name -> reference (a Secrets Manager ARN, an SSM parameter ARN or
         ``ssm:<name>``); only the process sees the value (``neuron.secrets``).
     :param all_nodes_outputs: a user's job keeps node 0's output and checkpoint folders; True keeps every
-        node's, under ``node-<i>/`` (``trainer.job_dirs``).
+        node's, under ``node-<i>/`` (``trainium_trainer.job_dirs``).
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
         or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).

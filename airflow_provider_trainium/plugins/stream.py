@@ -1,7 +1,7 @@
 """The live metrics stream a training job writes under ``<output_uri>/stream/``, read back for the view.
 
-Layout, record format and reader rule belong to ``trainer.boundary`` (the one module of the trainer the provider
-imports): ``<output_uri>/stream/<source>/<seq>.jsonl``, ``<source>`` being ``train`` (rank 0's step records)
+Layout, record format and reader rule belong to ``trainium_trainer.boundary`` (the one module of the trainer the
+provider imports): ``<output_uri>/stream/<source>/<seq>.jsonl``, ``<source>`` being ``train`` (rank 0's step records)
 or ``monitor-node<N>`` (device and host samples of node N). Chunks are parsed by ``boundary.parse_chunk``, the
 trainer's own reader, so a torn last line is skipped here exactly as there.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_trainium import artifacts
-from trainer import boundary
+from trainium_trainer import boundary
 
 STREAM_DIR = boundary.STREAM_DIR
 TRAIN_SOURCE = boundary.TRAIN_SOURCE

@@ -1,7 +1,8 @@
 """Evidence for registering and promoting a model: the evaluation job's verdict record, checked against the files.
 
 Airflow's task states are not evidence: whoever may edit task instances can mark a failed ``evaluate`` as a
-success. The evaluation job itself writes ``verdict.json`` to its own output location (``trainer.common.verdict``):
+success. The evaluation job itself writes ``verdict.json`` to its own output location
+(``trainium_trainer.common.verdict``):
 the metric, the threshold, pass or fail, and the fingerprint of the files it judged (the registry's formula,
 ``boundary.model_fingerprint``). Registering and promoting re-read it and refuse a model whose verdict is missing,
 failed, or was computed for other files (``check_verdict``).
@@ -13,7 +14,7 @@ import json
 from typing import Any
 
 from airflow_provider_trainium.registry.errors import RegistryError
-from trainer import boundary
+from trainium_trainer import boundary
 
 
 class VerdictError(RegistryError, ValueError):

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 MNIST = "trainium_mnist_mlp"
 MNIST_FAST = {"compute": "local"}  # default epochs: the DAG's accuracy gate is fixed
-TRAIN = "trainer.mnist_mlp.train"
+TRAIN = "trainium_trainer.mnist_mlp.train"
 
 
 def start_mnist_until_training(api, deployment) -> str:
@@ -80,7 +80,7 @@ def test_killed_worker_retry_attaches_to_the_same_job_and_leaves_no_orphans(depl
     os.kill(pid, signal.SIGKILL)  # the task process running train; its torchrun agents live in their own session
     assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
     assert api.task_instance(MNIST, run_id, "train")["try_number"] == 2
-    assert training_processes(deployment.home, "trainer.mnist_mlp") == []
+    assert training_processes(deployment.home, "trainium_trainer.mnist_mlp") == []
     name = job_name(MNIST, "train", run_id)
     jobs = sorted(p.name for p in (deployment.home / "trainium-local" / "jobs").glob(f"{name}-*"))
     assert len(jobs) == 1, f"train ran as {len(jobs)} jobs: {jobs}"

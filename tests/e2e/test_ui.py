@@ -94,7 +94,7 @@ def test_bad_numbers_are_refused_by_the_form_and_a_bad_layout_never_reaches_a_jo
     state_dir = deployment.home / "trainium-local"
     assert not list(state_dir.rglob(f"{job_name(MNIST, 'train', run_id)}*"))
     assert not list(state_dir.rglob(f"{job_name(MNIST, 'prepare_data', run_id)}*"))
-    assert training_processes(deployment.home, "trainer.") == []
+    assert training_processes(deployment.home, "trainium_trainer.") == []
 
 
 def train_errors(log_file, run_id: str) -> list[str]:

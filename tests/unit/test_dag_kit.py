@@ -40,18 +40,18 @@ def test_job_layout_distributed_and_single_node() -> None:
 def test_check_run_refuses_what_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
     monkeypatch.delenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", raising=False)
-    assert kit.check_run(GOOD, entry_point="trainer.allreduce").configured is False
+    assert kit.check_run(GOOD, entry_point="trainium_trainer.allreduce").configured is False
     with pytest.raises(AirflowFailException, match="trn1.2xlarge"):
-        kit.check_run({**GOOD, "instance_type": "trn1.2xlarge"}, entry_point="trainer.allreduce")
+        kit.check_run({**GOOD, "instance_type": "trn1.2xlarge"}, entry_point="trainium_trainer.allreduce")
     with pytest.raises(AirflowFailException, match="tensor"):
-        kit.check_run({**GOOD, "tensor_parallel_size": 3}, entry_point="trainer.llama.train")
+        kit.check_run({**GOOD, "tensor_parallel_size": 3}, entry_point="trainium_trainer.llama.train")
     with pytest.raises(AirflowFailException, match="tensor_parallel_size=8 on trn2.48xlarge"):
         trn2 = {**GOOD, "instance_type": "trn2.48xlarge", "tensor_parallel_size": 8}
-        kit.check_run(trn2, entry_point="trainer.llama.train")
+        kit.check_run(trn2, entry_point="trainium_trainer.llama.train")
     with pytest.raises(AirflowFailException, match="input_uri"):
         kit.check_run({**GOOD, "input_uri": "s3://elsewhere/x"}, entry_point="t", inputs=["input_uri"])
     with pytest.raises(AirflowFailException):
-        kit.check_run({**GOOD, "image": "evil.example/x@sha256:" + "0" * 64}, entry_point="trainer.allreduce")
+        kit.check_run({**GOOD, "image": "evil.example/x@sha256:" + "0" * 64}, entry_point="trainium_trainer.allreduce")
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_check_run_refuses_a_stack_the_family_cannot_train_even_on_local_compute
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
     monkeypatch.delenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", raising=False)
     with pytest.raises(AirflowFailException, match=message):
-        kit.check_run({**GOOD, **changes}, entry_point="trainer.llama.train")
+        kit.check_run({**GOOD, **changes}, entry_point="trainium_trainer.llama.train")
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_check_run_lets_local_compute_run_a_stack_its_stand_in_family_trains(
 ) -> None:
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
     monkeypatch.delenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", raising=False)
-    assert kit.check_run({**GOOD, **changes}, entry_point="trainer.llama.train").configured is False
+    assert kit.check_run({**GOOD, **changes}, entry_point="trainium_trainer.llama.train").configured is False
 
 
 def test_plan_helpers() -> None:

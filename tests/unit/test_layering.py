@@ -47,7 +47,7 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def _allowed(name: str, allowed: tuple[str, ...]) -> bool:
-    """At or under an allowed module, or a package above one (``from trainer import boundary`` names both)."""
+    """At or under an allowed module, or a package above one (``from trainium_trainer import boundary`` names both)."""
     return _under(name, allowed) or any(a.startswith(name + ".") for a in allowed)
 
 
@@ -76,7 +76,7 @@ def airflow_exceptions(folder: str) -> list[str]:
 
 
 #: The one module of the trainer the provider imports: the names both share (stdlib only, see its docstring).
-TRAINER_BOUNDARY = "trainer.boundary"
+TRAINER_BOUNDARY = "trainium_trainer.boundary"
 
 #: rule -> (folder, forbidden prefixes, allowed prefixes among them)
 RULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
@@ -86,13 +86,13 @@ RULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         (),
     ),
     "compute/ knows no operator": (f"{PROVIDER}/compute", (f"{PROVIDER}.operators", f"{PROVIDER}.sensors"), ()),
-    "the provider never imports the trainer (but trainer.boundary) or torch": (
+    "the provider never imports the trainer (but trainium_trainer.boundary) or torch": (
         PROVIDER,
-        ("trainer", "torch", "torch_xla"),
+        ("trainium_trainer", "torch", "torch_xla"),
         (TRAINER_BOUNDARY,),
     ),
-    "the trainer never imports Airflow or the provider": ("trainer", ("airflow", PROVIDER), ()),
-    "DAG files never import the trainer or torch": ("dags", ("trainer", "torch", "torch_xla"), ()),
+    "the trainer never imports Airflow or the provider": ("trainium_trainer", ("airflow", PROVIDER), ()),
+    "DAG files never import the trainer or torch": ("dags", ("trainium_trainer", "torch", "torch_xla"), ()),
 }
 
 
@@ -104,18 +104,19 @@ def test_import_direction(rule):
 
 
 def test_the_provider_reaches_the_trainer_only_through_its_boundary(tmp_path):
-    """Every spelling of ``trainer.boundary`` passes (the ``trainer`` package above it is a docstring); any other
-    module of the trainer does not, however it is imported."""
+    """Every spelling of ``trainium_trainer.boundary`` passes (the ``trainium_trainer`` package above it is a
+    docstring); any other module of the trainer does not, however it is imported."""
     probe = tmp_path / PROVIDER / "probe.py"
     probe.parent.mkdir(parents=True)
     probe.write_text(
-        "import trainer.boundary\nfrom trainer.boundary import METRICS_FILE\nfrom trainer import boundary\n"
-        "def f():\n    from trainer.common import stream\n    from trainer import llama\n"
+        "import trainium_trainer.boundary\nfrom trainium_trainer.boundary import METRICS_FILE\n"
+        "from trainium_trainer import boundary\n"
+        "def f():\n    from trainium_trainer.common import stream\n    from trainium_trainer import llama\n"
     )
-    assert offending(PROVIDER, ("trainer",), tmp_path, allowed=(TRAINER_BOUNDARY,)) == [
-        f"{PROVIDER}/probe.py: trainer.common",
-        f"{PROVIDER}/probe.py: trainer.common.stream",
-        f"{PROVIDER}/probe.py: trainer.llama",
+    assert offending(PROVIDER, ("trainium_trainer",), tmp_path, allowed=(TRAINER_BOUNDARY,)) == [
+        f"{PROVIDER}/probe.py: trainium_trainer.common",
+        f"{PROVIDER}/probe.py: trainium_trainer.common.stream",
+        f"{PROVIDER}/probe.py: trainium_trainer.llama",
     ]
     assert any(TRAINER_BOUNDARY in imports(p) for p in sources(PROVIDER)), "no provider module uses the boundary"
 

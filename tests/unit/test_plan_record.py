@@ -52,8 +52,8 @@ def test_the_plan_comes_from_its_record_and_an_edited_xcom_fails_naming_both(roo
 
 def test_a_templated_output_is_re_derived_and_an_edited_xcom_fails_naming_both(root):
     with DAG("derived", schedule=None, **kit.dag_args()) as dag:
-        train = NeuronJobOperator(task_id="train", entry_point="trainer.mnist_mlp.train")
-        register = NeuronJobOperator(task_id="evaluate", entry_point="trainer.mnist_mlp.evaluate",
+        train = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
+        register = NeuronJobOperator(task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate",
                                      job_args=["--model-uri", kit.output_of("train")])  # fmt: skip
         train >> register
     derived = f"{root}/runs/derived/"

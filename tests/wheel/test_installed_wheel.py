@@ -45,6 +45,7 @@ def test_the_provider_is_the_installed_wheel_not_a_checkout():
     with zipfile.ZipFile(os.environ["TRAINIUM_WHEEL"]) as archive:
         names = archive.namelist()
     assert not [name for name in names if "devserver" in name]
+    assert not [name for name in names if name.startswith("trainer/")]  # the in-container package: trainium_trainer
 
 
 def test_the_airflow_line_is_the_one_asked_for():
@@ -95,7 +96,7 @@ def test_the_training_image_context_comes_from_the_installed_package():
 
     assert image_context() == BUNDLED
     context = BuildContext.load(image_context(), "docker/Dockerfile")
-    assert {"docker/Dockerfile", "trainer/launch.py"} <= {entry.path for entry in context.entries}
+    assert {"docker/Dockerfile", "trainium_trainer/launch.py"} <= {entry.path for entry in context.entries}
 
 
 def written_like_the_dag_processor(bag):

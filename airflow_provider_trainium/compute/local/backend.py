@@ -51,7 +51,7 @@ from airflow_provider_trainium.compute.base import (
 from airflow_provider_trainium.neuron.launch import rendezvous_environment
 from airflow_provider_trainium.neuron.plan import ContainerPlan
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer import boundary
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig

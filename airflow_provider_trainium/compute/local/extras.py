@@ -17,7 +17,7 @@ STACK_EXTRAS: dict[str, str] = {"xla": "trainer", "native": "native-trainer"}
 #: What every trainer module needs, in both extras.
 TRAINER_MODULES = ("numpy", "torch")
 #: The entry points that are the project's trainer (a user's own command brings its own environment).
-TRAINER_PACKAGE = "trainer"
+TRAINER_PACKAGE = "trainium_trainer"
 
 
 def missing_trainer_extra(entry_point: str, stack: str) -> str | None:

@@ -49,7 +49,7 @@ def test_reads_through_the_trainium_connection(s3_root: str) -> None:
 
 
 def test_training_metrics_use_the_connections_aws_conn_id(s3_root: str) -> None:
-    op = NeuronTrainingOperator(task_id="train", entry_point="trainer.mnist_mlp.train")
+    op = NeuronTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
     assert op.read_metrics(f"{s3_root}/run/model/")["accuracy"] == 0.97
     assert op.read_metrics(f"{s3_root}/run/empty") is None
 

@@ -19,7 +19,7 @@ TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "
 
 
 def spec(nodes: int = 4, instance_type: str = "trn1.32xlarge", **changes: Any) -> JobSpec:
-    values = dict(name="train", entry_point="trainer.allreduce", instance_type=instance_type, nodes=nodes,
+    values = dict(name="train", entry_point="trainium_trainer.allreduce", instance_type=instance_type, nodes=nodes,
                   image=IMAGE, output_uri="s3://bucket/runs/1", timeout_seconds=3600)  # fmt: skip
     values.update(changes)
     return JobSpec(**values).validate()

@@ -21,7 +21,7 @@ BUDGET = {"max_cost_usd": 0.01, "cost_per_hour_usd": 3600.0}
 
 
 def spec() -> JobSpec:
-    return JobSpec(name="train", entry_point="trainer.mnist_mlp.train", instance_type="trn1.2xlarge", nodes=1,
+    return JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", instance_type="trn1.2xlarge", nodes=1,
                    image=IMAGE, output_uri="s3://bucket/runs/1", timeout_seconds=3600).validate()  # fmt: skip
 
 

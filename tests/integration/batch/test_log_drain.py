@@ -53,7 +53,7 @@ def operator(nodes: int) -> Any:
 
     return NeuronJobOperator(
         task_id="allreduce",
-        entry_point="trainer.allreduce",
+        entry_point="trainium_trainer.allreduce",
         compute="batch",
         instance_type="trn1.32xlarge",
         nodes=nodes,

@@ -42,7 +42,7 @@ class StateStore(dict):
 
 def operator(**kwargs: Any) -> NeuronJobOperator:
     kwargs.setdefault("task_id", "allreduce")
-    return NeuronJobOperator(entry_point="trainer.allreduce", compute="batch", instance_type="trn1.32xlarge",
+    return NeuronJobOperator(entry_point="trainium_trainer.allreduce", compute="batch", instance_type="trn1.32xlarge",
                              nodes=4, execution_timeout=timedelta(hours=1), **kwargs)  # fmt: skip
 
 

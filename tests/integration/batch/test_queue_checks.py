@@ -18,7 +18,7 @@ TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "
 def spec(nodes: int, **changes: Any) -> JobSpec:
     values: dict[str, Any] = {
         "name": "train",
-        "entry_point": "trainer.allreduce",
+        "entry_point": "trainium_trainer.allreduce",
         "instance_type": "trn1.32xlarge",
         "nodes": nodes,
         "image": IMAGE,

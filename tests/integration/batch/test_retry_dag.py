@@ -39,7 +39,7 @@ def retry_dag():
     with DAG(DAG_ID, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         QuickPollJobOperator(
             task_id=TASK_ID,
-            entry_point="trainer.allreduce",
+            entry_point="trainium_trainer.allreduce",
             compute="batch",
             instance_type="trn1.32xlarge",
             nodes=2,

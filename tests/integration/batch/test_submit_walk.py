@@ -8,7 +8,7 @@ from tests.integration.submit_walk import record, walk_to
 
 
 def test_the_batch_submit_walk(batch_env):
-    op = NeuronJobOperator(task_id="allreduce", entry_point="trainer.allreduce", compute="batch",
+    op = NeuronJobOperator(task_id="allreduce", entry_point="trainium_trainer.allreduce", compute="batch",
                            instance_type="trn1.32xlarge", nodes=2)  # fmt: skip
     context = {"ti": TaskInstanceStandIn(), "task_state_store": StateStore()}
     client = op.backend_for(op.prepare(context).compute).hook.client

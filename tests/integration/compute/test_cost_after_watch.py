@@ -32,7 +32,7 @@ TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "
 
 
 def batch_spec(nodes: int) -> JobSpec:
-    return JobSpec(name="train", entry_point="trainer.allreduce", instance_type="trn1.32xlarge", nodes=nodes,
+    return JobSpec(name="train", entry_point="trainium_trainer.allreduce", instance_type="trn1.32xlarge", nodes=nodes,
                    image=BATCH_IMAGE, output_uri="s3://bucket/runs/1", timeout_seconds=3600).validate()  # fmt: skip
 
 
@@ -88,7 +88,7 @@ def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
 
     event = json.loads(json.dumps(asyncio.run(event_of(backend.trigger(handle, time.time() + 600)))))  # as stored
     ti = TaskInstanceStandIn()
-    op = NeuronJobOperator(task_id="t", entry_point="trainer.allreduce", compute="batch")
+    op = NeuronJobOperator(task_id="t", entry_point="trainium_trainer.allreduce", compute="batch")
     counter = BatchCallCounter().attach(op.backend_for("batch").hook.client)  # the client execute_complete uses
     op.execute_complete({"ti": ti}, event, prepared=PreparedJob("batch", spec, "job-deferred", TAGS).to_dict())
     assert counter["DescribeJobs"] == 0
@@ -102,7 +102,7 @@ def test_ecs_cost_after_the_watch_asks_ecs_nothing(ecs_world, task_progress):
     task_progress({"progression": "manual", "times": 1})  # a few polls from RUNNING to STOPPED
     ecs_world.add_instance("trn1.2xlarge")
     backend = EcsBackend(ecs_world.config(), poll_interval_seconds=0)
-    spec = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=ECS_IMAGE)
+    spec = JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", image=ECS_IMAGE)
     handle = backend.submit(spec, job_name("mnist", "train", "r1"), job_tags("mnist", "train", "r1"))
     task = ecs_backends[DEFAULT_ACCOUNT_ID][MOTO_REGION].tasks[ecs_world.cluster][handle.job_id]
     started = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)  # as the ECS agent reports them (moto sets neither)

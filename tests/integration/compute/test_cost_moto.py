@@ -24,7 +24,7 @@ TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "
 
 
 def batch_spec(nodes: int) -> JobSpec:
-    return JobSpec(name="train", entry_point="trainer.allreduce", instance_type="trn1.32xlarge", nodes=nodes,
+    return JobSpec(name="train", entry_point="trainium_trainer.allreduce", instance_type="trn1.32xlarge", nodes=nodes,
                    image=BATCH_IMAGE, output_uri="s3://bucket/runs/1", timeout_seconds=3600).validate()  # fmt: skip
 
 
@@ -94,7 +94,7 @@ def test_ecs_task_cost_runs_from_started_to_stopped(ecs_world, task_progress):
     task_progress({"progression": "manual", "times": 10_000})
     ecs_world.add_instance("trn1.2xlarge")
     backend = EcsBackend(ecs_world.config(), poll_interval_seconds=0)
-    spec = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=ECS_IMAGE)
+    spec = JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", image=ECS_IMAGE)
     try_key = "manual__2026-01-01T00:00:00+00:00"
     handle = backend.submit(spec, job_name("mnist", "train", try_key), job_tags("mnist", "train", try_key))
 

@@ -77,7 +77,7 @@ from tests.integration.compute.test_fake_backend import register
 register()  # what a user's own backend module does on import
 
 with DAG("recording_backend", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-    NeuronJobOperator(task_id="job", entry_point="trainer.mnist_mlp.train", job_args=["--epochs", "1"],
+    NeuronJobOperator(task_id="job", entry_point="trainium_trainer.mnist_mlp.train", job_args=["--epochs", "1"],
                       compute="recording", distributed=False)
 """
 
@@ -109,7 +109,7 @@ def test_a_registered_backend_runs_an_unchanged_job_operator(tmp_path, monkeypat
 
     assert str(run.state) == "success"
     (job,) = [json.loads(p.read_text()) for p in state.glob("*.json")]
-    assert job["argv"][-4:] == ["--module=trainer.mnist_mlp.train", "--", "--epochs", "1"]
+    assert job["argv"][-4:] == ["--module=trainium_trainer.mnist_mlp.train", "--", "--epochs", "1"]
     assert job["tags"]["airflow:dag_id"] == "recording_backend"
     output = run.get_task_instance("job").xcom_pull(task_ids="job")
     assert output.startswith((tmp_path / "artifacts").as_uri() + "/runs/recording_backend/")

@@ -14,7 +14,7 @@ NAME, TAGS = job_name("d", "t", "manual__1"), job_tags("d", "t", "manual__1")
 
 
 def test_batch_reuses_the_job_of_the_same_spec_and_reruns_a_changed_one(batch_env):
-    spec = JobSpec(name="train", entry_point="trainer.allreduce", instance_type="trn1.32xlarge", nodes=2,
+    spec = JobSpec(name="train", entry_point="trainium_trainer.allreduce", instance_type="trn1.32xlarge", nodes=2,
                    image=BATCH_IMAGE, output_uri="s3://b/runs/1")  # fmt: skip
     first = find_or_submit(batch_env.backend(), spec, NAME, TAGS)
     moto_batch.hold_running(batch_env.region, [first.handle.job_id])
@@ -38,7 +38,7 @@ def test_ecs_reuses_the_task_of_the_same_spec_and_reruns_a_changed_one(ecs_world
     task_progress({"progression": "manual", "times": 10_000})
     ecs_world.add_instance("trn1.2xlarge")
     ecs_world.add_instance("trn1.2xlarge")
-    spec = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=ECS_IMAGE, output_uri="s3://b/r")
+    spec = JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", image=ECS_IMAGE, output_uri="s3://b/r")
 
     def backend() -> EcsBackend:
         return EcsBackend(ecs_world.config(), poll_interval_seconds=0)

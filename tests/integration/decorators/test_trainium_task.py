@@ -2,7 +2,7 @@
 
 The DAG file is what a user writes: ``from airflow.sdk import task`` and ``@task.trainium(...)`` (the decorator
 comes from the provider's ``task-decorators``). Local compute runs the container's argv, so each rank runs the
-in-image runner ``trainer.function`` on the job's code bundle, as on ECS and Batch.
+in-image runner ``trainium_trainer.function`` on the job's code bundle, as on ECS and Batch.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from airflow_provider_trainium.decorators.trainium import RUNNER_COMMAND, _Train
 from tests.integration.batch.conftest import batch_env  # noqa: F401 - fixture
 from tests.integration.batch.test_operator_batch import TaskInstanceStandIn, context
 from tests.integration.ecs.conftest import ecs_world, task_progress  # noqa: F401 - fixtures
-from trainer import boundary
+from trainium_trainer import boundary
 
 
 def summarize(values: list[int], scale: float = 1.0) -> dict:

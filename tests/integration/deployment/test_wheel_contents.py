@@ -57,6 +57,12 @@ def test_the_dags_dockerfiles_and_templates_are_inside(names):
     assert "cloudformation/checkov.lock" not in shipped
 
 
+def test_the_in_container_package_has_a_name_of_its_own(names):
+    top_level = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
+    assert top_level == {"airflow_provider_trainium", "trainium_trainer"}
+    assert "trainium_trainer/launch.py" in names
+
+
 def test_the_dev_server_stays_out(names):
     assert not [name for name in names if "devserver" in name]
     assert "airflow_provider_trainium/plugins/host_check_plugin.py" in names  # the Host allowlist is a feature

@@ -16,7 +16,12 @@ NEVER_STOPS = {"progression": "manual", "times": 10_000}
 
 
 def spec(**changes) -> JobSpec:
-    base = {"name": "train", "entry_point": "trainer.mnist_mlp.train", "args": ("--epochs", "2"), "image": IMAGE}
+    base = {
+        "name": "train",
+        "entry_point": "trainium_trainer.mnist_mlp.train",
+        "args": ("--epochs", "2"),
+        "image": IMAGE,
+    }
     return JobSpec(**{**base, **changes})
 
 

@@ -10,7 +10,7 @@ from tests.integration.conftest import calls
 from tests.integration.ecs.conftest import IMAGE
 
 NEVER_STOPS = {"progression": "manual", "times": 10_000}
-SPEC = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=IMAGE)
+SPEC = JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", image=IMAGE)
 BUDGET = {"max_cost_usd": 0.01, "cost_per_hour_usd": 3600.0}
 
 

@@ -74,10 +74,10 @@ def test_mnist_dag_runs_every_job_on_ecs_through_the_trigger(ecs_world, task_pro
         commands[task_id] = override["command"]
     # the launcher's arguments (the image's ENTRYPOINT is the launcher; see neuron/container_contract.py)
     assert commands["prepare_data"][:2] == ["--nodes=1", "--single-process"]
-    assert "--module=trainer.mnist_mlp.prepare" in commands["prepare_data"]
+    assert "--module=trainium_trainer.mnist_mlp.prepare" in commands["prepare_data"]
     assert "--wrap=neuron_parallel_compile" in commands["compile"]
     train = commands["train"]
-    assert "--nproc-per-node=2" in train and "--module=trainer.mnist_mlp.train" in train
+    assert "--nproc-per-node=2" in train and "--module=trainium_trainer.mnist_mlp.train" in train
     assert "--compile-only" not in train
 
     train_task = ecs_task_of(ecs_world, run, "train")

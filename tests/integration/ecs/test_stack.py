@@ -10,7 +10,7 @@ from tests.integration.ecs.conftest import connect_trainium
 
 
 def prepare(stack: str):
-    op = NeuronJobOperator(task_id="train", entry_point="trainer.mnist_mlp.train", compute="ecs",
+    op = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
                            instance_type="trn2.48xlarge", stack=stack)  # fmt: skip
     return op.prepare({"ti": TaskInstanceStandIn(dag_id="d", task_id="train"), "task_state_store": StateStore()})
 

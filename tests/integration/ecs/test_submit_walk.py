@@ -11,7 +11,7 @@ from tests.integration.submit_walk import record, walk_to
 def test_the_ecs_submit_walk(ecs_world, monkeypatch):
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)
-    op = NeuronJobOperator(task_id="train", entry_point="trainer.mnist_mlp.train", compute="ecs",
+    op = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
                            instance_type="trn1.2xlarge", nodes=1)  # fmt: skip
     context = {
         "ti": TaskInstanceStandIn(dag_id="trainium_mnist_mlp", task_id="train"),

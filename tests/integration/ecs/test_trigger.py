@@ -17,7 +17,7 @@ from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from tests.integration.ecs.conftest import IMAGE
 
 NEVER_STOPS = {"progression": "manual", "times": 10_000}
-SPEC = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=IMAGE)
+SPEC = JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", image=IMAGE)
 
 
 def start(world) -> tuple[EcsBackend, Any]:

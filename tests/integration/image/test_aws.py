@@ -57,8 +57,8 @@ def app(tmp_path: Path) -> BuildContext:
     root = write_tree(
         tmp_path / "repo",
         {
-            "docker/Dockerfile": "FROM scratch\nCOPY trainer/ /opt/trainer/\n",
-            "trainer/launch.py": "print(1)\n",
+            "docker/Dockerfile": "FROM scratch\nCOPY trainium_trainer/ /opt/trainer/\n",
+            "trainium_trainer/launch.py": "print(1)\n",
         },
     )
     return BuildContext.load(root, "docker/Dockerfile")

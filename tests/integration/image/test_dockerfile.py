@@ -45,11 +45,11 @@ def test_base_image_labels_and_entry_point() -> None:
 def test_real_context_is_the_dockerfile_requirements_and_trainer_only(tmp_path: Path) -> None:
     context = BuildContext.load(REPO, "docker/Dockerfile")
     paths = {e.path for e in context.entries}
-    assert {"docker/Dockerfile", "docker/requirements.txt", "trainer/__init__.py"} <= paths
-    assert all(p.startswith(("docker/", "trainer")) for p in paths)
+    assert {"docker/Dockerfile", "docker/requirements.txt", "trainium_trainer/__init__.py"} <= paths
+    assert all(p.startswith(("docker/", "trainium_trainer")) for p in paths)
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in paths)
     # Bytecode next to the sources (as a test run leaves it) never changes the tag.
-    pycache = REPO / "trainer" / "__pycache__"
+    pycache = REPO / "trainium_trainer" / "__pycache__"
     created = not pycache.exists()
     pycache.mkdir(exist_ok=True)
     probe = pycache / "image_test_probe.cpython-311.pyc"

@@ -225,5 +225,7 @@ def test_hadolint_is_clean() -> None:
 def test_the_build_context_is_the_native_files_and_the_trainer() -> None:
     paths = {e.path for e in BuildContext.load(REPO, "docker/native/Dockerfile").entries}
     assert {f"docker/native/{name}" for name in INDEXES} | {"docker/native/Dockerfile"} <= paths
-    assert "trainer/launch.py" in paths
-    assert all(p == "trainer" or p.startswith(("docker/native/", "trainer/")) for p in paths), sorted(paths)
+    assert "trainium_trainer/launch.py" in paths
+    assert all(p == "trainium_trainer" or p.startswith(("docker/native/", "trainium_trainer/")) for p in paths), sorted(
+        paths
+    )

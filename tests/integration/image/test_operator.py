@@ -95,9 +95,9 @@ def test_operator_builds_then_reuses(
         tmp_path / "repo",
         {
             "docker/Dockerfile": f"ARG BASE_IMAGE={base}\nFROM ${{BASE_IMAGE}}\nARG SOURCE_REVISION\n"
-            'COPY trainer/ /opt/trainer/\nLABEL org.opencontainers.image.revision="${SOURCE_REVISION}"\n',
-            "trainer/__init__.py": "",
-            "trainer/launch.py": "print('launch')\n",
+            'COPY trainium_trainer/ /opt/trainer/\nLABEL org.opencontainers.image.revision="${SOURCE_REVISION}"\n',
+            "trainium_trainer/__init__.py": "",
+            "trainium_trainer/launch.py": "print('launch')\n",
         },
     )
     builder = CountingBuilder(BuildahBuilder(**buildah_options))
@@ -176,7 +176,10 @@ def test_image_already_in_ecr_is_returned_with_a_console_link(
     from airflow_provider_trainium.links.ecr import EcrImageLink
 
     ecr = ecr_setup(aws_conn_id, monkeypatch)
-    app = write_tree(tmp_path / "repo", {"docker/Dockerfile": "FROM scratch\nCOPY trainer/ /t/\n", "trainer/a.py": ""})
+    app = write_tree(
+        tmp_path / "repo",
+        {"docker/Dockerfile": "FROM scratch\nCOPY trainium_trainer/ /t/\n", "trainium_trainer/a.py": ""},
+    )
     tag = BuildContext.load(app, "docker/Dockerfile").tag()
     manifest = {
         "schemaVersion": 2,
@@ -209,7 +212,10 @@ def test_codebuild_chosen_by_name_takes_its_settings_from_the_connection(
     from airflow_provider_trainium.image.errors import BuildFailed
 
     ecr_setup(aws_conn_id, monkeypatch)
-    app = write_tree(tmp_path / "repo", {"docker/Dockerfile": "FROM scratch\nCOPY trainer/ /t/\n", "trainer/a.py": ""})
+    app = write_tree(
+        tmp_path / "repo",
+        {"docker/Dockerfile": "FROM scratch\nCOPY trainium_trainer/ /t/\n", "trainium_trainer/a.py": ""},
+    )
     operator = NeuronImageBuildOperator(
         task_id="image", context_dir=str(app), builder="codebuild", codebuild_service_role_arn=ROLE
     )

@@ -182,7 +182,7 @@ def test_make_venv_enforces_the_hashes() -> None:
 # What neuronx-distributed imports from transformers, transcribed from its sources at
 # github.com/aws-neuron/neuronx-distributed tag v2.28.0 (commit 22cadad3, the source of the image's
 # 0.17.26814+4b18de63, Neuron SDK 2.28.0; the same at fbac349b "Release 2.29"): pipeline/trace.py,
-# modules/lora/{layer,model}.py, trainer/trainer.py, utils/{adamw_fp32_optim_params,model_utils,sampling}.py.
+# modules/lora/{layer,model}.py, trainium_trainer/trainer.py, utils/{adamw_fp32_optim_params,model_utils,sampling}.py.
 # (scripts/checkpoint_converter.py's AutoModelForCausalLM/AutoConfig is a script, not the library.)
 # transformers 5 removed transformers.utils.fx.
 NXD_TRANSFORMERS_IMPORTS = [

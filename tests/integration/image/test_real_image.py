@@ -52,13 +52,13 @@ def built_image(tmp_path_factory: pytest.TempPathFactory, local_registry: LocalR
 
 
 def spec(nodes: int) -> JobSpec:
-    return JobSpec(name="t", entry_point="trainer.mnist_mlp.train", args=("--epochs", "1"),
+    return JobSpec(name="t", entry_point="trainium_trainer.mnist_mlp.train", args=("--epochs", "1"),
                    instance_type="trn1.32xlarge", nodes=nodes, output_uri="s3://b/runs/t", image=IMAGE_TAG)  # fmt: skip
 
 
 def test_the_image_config_is_the_contract(built_image: Image) -> None:
     config = built_image.config
-    assert config["Entrypoint"] == ["python", "-m", "trainer.launch"]
+    assert config["Entrypoint"] == ["python", "-m", "trainium_trainer.launch"]
     assert not config.get("Cmd")
     assert "PYTHONPATH=/opt/trainium" in config["Env"]
 
@@ -91,11 +91,11 @@ def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
     (override,) = ecs_definitions.container_overrides(container_plan(job))["containerOverrides"]
     env = {**names_values(container["environment"]), **names_values(override["environment"])}
     torchrun = run_container(built_image, override["command"], env)
-    assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "trainer.loopback_torchrun"]
+    assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "trainium_trainer.loopback_torchrun"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "32")
     assert (f["master_addr"], f["master_port"]) == ("127.0.0.1", "41000")
-    assert torchrun[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "1"]
+    assert torchrun[-4:] == ["--module", "trainium_trainer.mnist_mlp.train", "--epochs", "1"]
 
 
 @pytest.mark.parametrize("node", [0, 1])
@@ -122,4 +122,4 @@ def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(built_ima
         assert f["master_addr"] == MAIN_ADDRESS
     else:  # Batch gives the main node no address: it rendezvous on its own, never on loopback
         assert f["master_addr"] != MAIN_ADDRESS and not f["master_addr"].startswith("127.")
-    assert torchrun[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "1"]
+    assert torchrun[-4:] == ["--module", "trainium_trainer.mnist_mlp.train", "--epochs", "1"]

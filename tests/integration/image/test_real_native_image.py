@@ -45,20 +45,20 @@ def native_image(tmp_path_factory: pytest.TempPathFactory, local_registry: Local
 
 
 def spec(nodes: int) -> JobSpec:
-    return JobSpec(name="t", entry_point="trainer.llama.train", args=("--preset", "tiny"),
+    return JobSpec(name="t", entry_point="trainium_trainer.llama.train", args=("--preset", "tiny"),
                    instance_type="trn2.48xlarge", nodes=nodes, output_uri="s3://b/runs/t", image=IMAGE_TAG,
                    stack="native").validate()  # fmt: skip
 
 
 def test_the_image_config_is_the_contract_and_the_venv_runs_it(native_image: Image) -> None:
     config = native_image.config
-    assert config["Entrypoint"] == ["python", "-m", "trainer.launch"]
+    assert config["Entrypoint"] == ["python", "-m", "trainium_trainer.launch"]
     assert not config.get("Cmd")
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["PYTHONPATH"] == "/opt/trainium" and env["PATH"].startswith("/opt/venv/bin:")
     assert config["WorkingDir"] == "/opt/trainium"
     done = native_image.buildah("run", "--isolation", "chroot", native_image.container, "--", "python", "-c",
-                                "import sys, trainer.launch; print(sys.prefix)")  # fmt: skip
+                                "import sys, trainium_trainer.launch; print(sys.prefix)")  # fmt: skip
     assert done.stdout.strip() == "/opt/venv"
 
 
@@ -79,10 +79,10 @@ def test_an_ecs_task_runs_torchrun_on_one_trn2_node(native_image: Image) -> None
     env = {**names_values(container["environment"]), **names_values(override["environment"])}
     assert env["TRAINIUM_STACK"] == "native"
     torchrun = run_container(native_image, override["command"], env)
-    assert torchrun[0] == VENV_PYTHON and torchrun[1:3] == ["-m", "trainer.loopback_torchrun"]
+    assert torchrun[0] == VENV_PYTHON and torchrun[1:3] == ["-m", "trainium_trainer.loopback_torchrun"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "64")
-    assert torchrun[-4:] == ["--module", "trainer.llama.train", "--preset", "tiny"]
+    assert torchrun[-4:] == ["--module", "trainium_trainer.llama.train", "--preset", "tiny"]
 
 
 @pytest.mark.parametrize("node", [0, 1])
@@ -110,4 +110,4 @@ def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(native_im
         assert f["master_addr"] == MAIN_ADDRESS
     else:  # Batch gives the main node no address: it rendezvous on its own, never on loopback
         assert f["master_addr"] != MAIN_ADDRESS and not f["master_addr"].startswith("127.")
-    assert torchrun[-4:] == ["--module", "trainer.llama.train", "--preset", "tiny"]
+    assert torchrun[-4:] == ["--module", "trainium_trainer.llama.train", "--preset", "tiny"]

@@ -195,7 +195,7 @@ def test_the_launcher_runs_the_users_script_with_the_contracts_environment(user_
 def test_the_distributed_job_runs_the_script_under_torchrun(user_image: UserImage) -> None:
     stdout = run_in_user_image(user_image, user_spec(distributed=True), dry_run=True)
     torchrun = json.loads(stdout.strip().splitlines()[-1])
-    assert torchrun[1:3] == ["-m", "trainer.loopback_torchrun"] and "--nproc_per_node=32" in torchrun
+    assert torchrun[1:3] == ["-m", "trainium_trainer.loopback_torchrun"] and "--nproc_per_node=32" in torchrun
     assert torchrun[torchrun.index("--no-python") + 1 :][1:] == ["/opt/user/train.py", "--epochs", "1"]
 
 
@@ -211,7 +211,7 @@ def test_a_trainium_task_function_runs_in_the_image(user_image: UserImage, tmp_p
     job's code bundle and writes rank 0's return value where the launcher uploads it."""
     from airflow_provider_trainium.decorators.trainium import _TrainiumDecoratedOperator
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-    from trainer import boundary
+    from trainium_trainer import boundary
 
     operator = _TrainiumDecoratedOperator(python_callable=summarize, task_id="summarize", op_args=[[1, 2, 3]],
                                           op_kwargs={"scale": 2.0})  # fmt: skip
@@ -220,7 +220,7 @@ def test_a_trainium_task_function_runs_in_the_image(user_image: UserImage, tmp_p
                    image="u@sha256:" + "0" * 64, code_uri=bundle)  # fmt: skip
     torchrun = json.loads(run_in_user_image(user_image, spec, dry_run=True).strip().splitlines()[-1])
     per_rank = torchrun[torchrun.index("--no-python") + 1 :]
-    assert per_rank[1:] == ["-m", "trainer.function"]
+    assert per_rank[1:] == ["-m", "trainium_trainer.function"]
 
     buildah = user_image.training.buildah
     box = buildah("from", user_image.tagged).stdout.strip()

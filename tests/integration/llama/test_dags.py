@@ -77,7 +77,7 @@ def test_pretrain_dag_trains_and_registers(pretrained, artifact_root):
     (key,) = (artifact_root / "compile-cache" / "trainium_llama_pretrain" / "keys").glob("*.json")
     assert json.loads(key.read_text())["inputs"]["instance_type"] == "trn1.2xlarge"
     # The live stream the run wrote beside its model: every logged step, the final eval, the node's host samples.
-    from trainer.common.stream import read_records
+    from trainium_trainer.common.stream import read_records
 
     (model_dir,) = (artifact_root / "llama" / "pretrain").glob("*/model")
     train = read_records(model_dir.as_uri(), "train")

@@ -1,16 +1,16 @@
 """The Llama export on real torch-xla (PJRT_DEVICE=CPU): the compile trial's pass runs every graph the writing
 export runs. Integration, not unit: it starts a torch-xla device. The stand-ins for neuronx-distributed are the
-unit tests' (tests/unit/trainer/llama/test_neuron.py), bound against its v2.28.0 signatures."""
+unit tests' (tests/unit/trainium_trainer/llama/test_neuron.py), bound against its v2.28.0 signatures."""
 
 import types
 
 import pytest
 import torch
 
-from tests.unit.trainer.llama.test_neuron import ParallelState, StandInNxDModel, hf_base, nxd  # noqa: F401 (fixtures)
-from trainer.llama import neuron
-from trainer.llama.hf_checkpoint import HFCheckpoint
-from trainer.llama.model import build_config
+from tests.unit.trainium_trainer.llama.test_neuron import ParallelState, StandInNxDModel, hf_base, nxd  # noqa: F401 (fixtures)
+from trainium_trainer.llama import neuron
+from trainium_trainer.llama.hf_checkpoint import HFCheckpoint
+from trainium_trainer.llama.model import build_config
 
 
 def test_the_compile_trials_gathers_are_every_graph_the_writing_export_runs(nxd, hf_base, tmp_path):  # noqa: F811

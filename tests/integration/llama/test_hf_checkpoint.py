@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from tests.hf_fixtures import ReadSpy, save_tiny_llama
-from trainer.common.errors import BadInputError
-from trainer.llama.hf_checkpoint import INDEX, HFCheckpoint
-from trainer.llama.model import base_model, build_config
+from trainium_trainer.common.errors import BadInputError
+from trainium_trainer.llama.hf_checkpoint import INDEX, HFCheckpoint
+from trainium_trainer.llama.model import base_model, build_config
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_tied_embeddings_load_without_an_lm_head_tensor(tmp_path):
 
 
 def test_a_single_model_safetensors_is_listed_from_its_header_and_read_once(hf_dir, tmp_path, monkeypatch):
-    from trainer.llama.hf_export import save_model
+    from trainium_trainer.llama.hf_export import save_model
 
     folder, saved = hf_dir
     config = build_config("tiny", 400, HFCheckpoint(folder.as_uri()))

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from tests.hf_fixtures import ReadSpy, save_tiny_llama
-from trainer.llama.data import prepare
-from trainer.llama.hf_checkpoint import INDEX, WEIGHTS, HFCheckpoint
-from trainer.llama.hf_export import ShardWriter, save_model, shard_file_names, shard_plan, write_tokenizer
-from trainer.llama.model import base_model, build_config
-from trainer.llama.train import main, parse_args, train
+from trainium_trainer.llama.data import prepare
+from trainium_trainer.llama.hf_checkpoint import INDEX, WEIGHTS, HFCheckpoint
+from trainium_trainer.llama.hf_export import ShardWriter, save_model, shard_file_names, shard_plan, write_tokenizer
+from trainium_trainer.llama.model import base_model, build_config
+from trainium_trainer.llama.train import main, parse_args, train
 
 #: transformers' default (sdpa) attention against the trainer's eager attention, both fp32, on the same
 #: weights: the sums run in a different order, so they agree to float32 rounding over 2 layers, not bit for bit.
@@ -124,7 +124,7 @@ def test_registered_finetune_records_its_base_and_loads_from_the_registry(finetu
     from transformers import AutoModelForCausalLM
 
     from airflow_provider_trainium.registry import ModelRegistry
-    from trainer.common.uri import local_path
+    from trainium_trainer.common.uri import local_path
 
     base, data, out, summary, _ = finetuned
     expected = HFCheckpoint(base.as_uri()).fingerprint()

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.hf_fixtures import save_tiny_llama
-from trainer.llama.hf_checkpoint import HFCheckpoint
+from trainium_trainer.llama.hf_checkpoint import HFCheckpoint
 
 
 @pytest.mark.slow
@@ -19,7 +19,7 @@ def test_finetune_dag_starts_from_a_sharded_hugging_face_directory(tmp_path, mon
 
     from airflow_provider_trainium.registry import ModelRegistry
     from tests.integration.llama.test_dags import DAGS, states
-    from trainer.common.uri import local_path
+    from trainium_trainer.common.uri import local_path
 
     root = tmp_path / "artifacts"
     base = tmp_path / "base"

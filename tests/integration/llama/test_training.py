@@ -12,8 +12,8 @@ import pytest
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer.common.stream import read_records
-from trainer.llama.data import prepare
+from trainium_trainer.common.stream import read_records
+from trainium_trainer.llama.data import prepare
 
 STEPS = 40
 #: Resumed vs uninterrupted final loss. Both runs execute the same XLA graphs on the same inputs with the
@@ -32,7 +32,7 @@ def data_uri(tmp_path_factory) -> str:
 def spec_for(tmp_path: Path, data_uri: str, out: str, *extra: str) -> JobSpec:
     return JobSpec(
         name="llama",
-        entry_point="trainer.llama.train",
+        entry_point="trainium_trainer.llama.train",
         args=(
             "--data-uri",
             data_uri,

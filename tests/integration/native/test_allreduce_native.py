@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[3]
 def run(tmp_path: Path, stack: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TRAINIUM_STACK": stack, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               "-m", "trainer.allreduce", "--bandwidth-mb", "1", "--iterations", "2",
+               "-m", "trainium_trainer.allreduce", "--bandwidth-mb", "1", "--iterations", "2",
                "--output-uri", str(tmp_path)]  # fmt: skip
     return subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.native.test_dcp_s3 import s3  # noqa: F401  (the fixture)
-from trainer.mnist_mlp.prepare import prepare
+from trainium_trainer.mnist_mlp.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[3]
 CACHE = "s3://runs/compile-cache/mnist"
@@ -29,7 +29,7 @@ def run(tmp_path: Path, name: str, data: str, *extra: str) -> dict:
     env = {**os.environ, "TRAINIUM_STACK": "native", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO),
            "TMPDIR": str(tmpdir)}  # fmt: skip
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               "-m", "trainer.mnist_mlp.train", "--data-uri", data, "--batch-size", "32", "--compile",
+               "-m", "trainium_trainer.mnist_mlp.train", "--data-uri", data, "--batch-size", "32", "--compile",
                "--compile-cache-uri", CACHE, "--output-uri", str(out), *extra]  # fmt: skip
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]

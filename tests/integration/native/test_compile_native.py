@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trainer.mnist_mlp.prepare import prepare
+from trainium_trainer.mnist_mlp.prepare import prepare
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 dags = {{}}
 for ranks in (1, 2):
     with DAG(f"native_compile_{{ranks}}_ranks", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-        NeuronCompileOperator(task_id="compile", entry_point="trainer.mnist_mlp.train",
+        NeuronCompileOperator(task_id="compile", entry_point="trainium_trainer.mnist_mlp.train",
                               job_args=["--data-uri", {data!r}, "--batch-size", "32", "--compile"], trial_steps=4,
                               compute="local", stack="native", instance_type="trn2.48xlarge",
                               processes_per_node=ranks, compile_cache_uri={cache!r})

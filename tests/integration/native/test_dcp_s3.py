@@ -10,7 +10,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from tests.conftest import MOTO_REGION
-from trainer.native import checkpoint
+from trainium_trainer.native import checkpoint
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import torch
 
 from tests.hf_fixtures import save_tiny_llama
 from tests.integration.native.test_llama_native import torchrun
-from trainer.llama.data import prepare
-from trainer.llama.train import DataOrder
+from trainium_trainer.llama.data import prepare
+from trainium_trainer.llama.train import DataOrder
 
 BATCH = 4
 

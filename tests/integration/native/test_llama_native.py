@@ -17,7 +17,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trainer.llama.data import prepare
+from trainium_trainer.llama.data import prepare
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = 8
@@ -36,7 +36,7 @@ def torchrun(ranks: int, *args: str, env: dict[str, str] | None = None) -> None:
     """``python -m torch.distributed.run`` on this host, as the launcher runs it in a container."""
     env = {**os.environ, "TRAINIUM_STACK": "native", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), **(env or {})}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-               "-m", "trainer.llama.train", *args]  # fmt: skip
+               "-m", "trainium_trainer.llama.train", *args]  # fmt: skip
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
 
@@ -103,7 +103,7 @@ def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, data_uri):
     from those weights (its first loss is the exported model's on that step's batches)."""
     from transformers import AutoModelForCausalLM
 
-    from trainer.llama.train import DataOrder
+    from trainium_trainer.llama.train import DataOrder
 
     out, tuned = tmp_path / "out", tmp_path / "tuned"
     torchrun(2, "--data-uri", data_uri, *COMMON, "--output-uri", str(out), env={"TRAINIUM_PEAK_FLOPS": "1e12"})

@@ -15,7 +15,7 @@ import pytest
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer.mnist_mlp.prepare import prepare
+from trainium_trainer.mnist_mlp.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[3]
 DAGS = REPO / "dags"
@@ -69,7 +69,7 @@ def launch(tmp_path: Path, entry_point: str, *args: str, ranks: int = 2, out: st
 
 
 def test_two_ddp_ranks_learn_in_bf16_without_torch_xla(tmp_path, digits, no_xla):
-    launch(tmp_path, "trainer.mnist_mlp.train", "--data-uri", digits, *ARGS, "--precision", "bf16")
+    launch(tmp_path, "trainium_trainer.mnist_mlp.train", "--data-uri", digits, *ARGS, "--precision", "bf16")
     out = tmp_path / "out"
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["stack"], metrics["runtime"], metrics["process_group_backend"]) == ("native", "native-cpu", "gloo")
@@ -82,7 +82,7 @@ def test_two_ddp_ranks_learn_in_bf16_without_torch_xla(tmp_path, digits, no_xla)
         assert (out / name).exists()
     assert sorted(p.name for p in (out / "stream" / "train").iterdir())  # the live curve, as on the XLA path
     # the model the registry gets is the one the XLA path's evaluation loads, and it scores what training said
-    launch(tmp_path, "trainer.mnist_mlp.evaluate", "--model-uri", out.as_uri(), "--data-uri", digits,
+    launch(tmp_path, "trainium_trainer.mnist_mlp.evaluate", "--model-uri", out.as_uri(), "--data-uri", digits,
            "--min-accuracy", "0.9", ranks=1, out="eval")  # fmt: skip
     assert json.loads((out / "evaluation.json").read_text())["accuracy"] == metrics["accuracy"]
     assert not no_xla.exists(), no_xla.read_text()

@@ -52,8 +52,8 @@ def test_finetune_dag_on_the_native_stack_starts_from_a_sharded_hugging_face_dir
 
     from airflow_provider_trainium.registry import ModelRegistry
     from tests.hf_fixtures import save_tiny_llama
-    from trainer.common.uri import local_path
-    from trainer.llama.hf_checkpoint import HFCheckpoint
+    from trainium_trainer.common.uri import local_path
+    from trainium_trainer.llama.hf_checkpoint import HFCheckpoint
 
     root, base = tmp_path / "artifacts", tmp_path / "base"
     extra = {"artifact_root": root.as_uri(), "allowed_input_prefixes": [base.as_uri()]}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.neuron.inputs import ALLOWED_PREFIXES_ENV, InputNotAllowedError, check_input
-from trainer.common import inputs as trainer_inputs
+from trainium_trainer.common import inputs as trainer_inputs
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 ROOT = "file:///srv/airflow/trainium"
@@ -50,8 +50,8 @@ def test_inputs_under_the_prefixes_are_allowed(uri):
 
 
 def test_the_trainer_exits_as_bad_input(monkeypatch, tmp_path):
-    from trainer.common.errors import EXIT_BAD_INPUT
-    from trainer.llama import data
+    from trainium_trainer.common.errors import EXIT_BAD_INPUT
+    from trainium_trainer.llama import data
 
     monkeypatch.setenv(ALLOWED_PREFIXES_ENV, json.dumps([tmp_path.as_uri()]))
     with pytest.raises(SystemExit) as exited:

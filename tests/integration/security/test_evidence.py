@@ -15,7 +15,7 @@ import pytest
 from airflow_provider_trainium.registry import ModelRegistry
 from tests.conftest import set_trainium_connection
 from tests.integration.registry.conftest import run_dag
-from trainer.common.verdict import write_verdict
+from trainium_trainer.common.verdict import write_verdict
 
 
 def model_dir(tmp_path: Path) -> Path:
@@ -33,8 +33,9 @@ def run_register(tmp_path: Path, dag_id: str, **run_kwargs):
     from airflow_provider_trainium.operators.registry import RegisterModelOperator
 
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        evaluate = NeuronJobOperator(task_id="evaluate", entry_point="trainer.mnist_mlp.evaluate", distributed=False,
-                                     compute="local", output_uri=(tmp_path / "evaluation").as_uri())  # fmt: skip
+        evaluate = NeuronJobOperator(task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate",
+                                     distributed=False, compute="local",
+                                     output_uri=(tmp_path / "evaluation").as_uri())  # fmt: skip
         register = RegisterModelOperator(task_id="register", model_name="m", source_uri=str(tmp_path / "runs/model"),
                                          promote_alias="latest", promote_manual_runs=True, retries=0)  # fmt: skip
         evaluate >> register

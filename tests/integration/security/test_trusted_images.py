@@ -72,7 +72,7 @@ def test_the_job_operator_refuses_an_untrusted_image_before_any_aws_call(ecs_wor
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)
     with DAG("untrusted_image_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        NeuronJobOperator(task_id="job", entry_point="trainer.allreduce", distributed=False, compute="ecs",
+        NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False, compute="ecs",
                           image="{{ dag_run.conf['image'] }}", retries=0)  # fmt: skip
     run = run_dag(dag, run_conf={"image": PUBLIC})
     assert states(run) == {"job": "failed"}
@@ -100,8 +100,9 @@ def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkey
     connect_trainium(ecs_world, monkeypatch)
     with DAG("built_image_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         build = PrebuiltImage(task_id="build_image")
-        job = NeuronJobOperator(task_id="job", entry_point="trainer.allreduce", distributed=False, compute="ecs",
-                                image="{{ ti.xcom_pull(task_ids='build_image') }}", retries=0)  # fmt: skip
+        job = NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
+                                compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
+                                retries=0)  # fmt: skip
         build >> job
     run = run_dag(dag)
     assert states(run) == {"build_image": "success", "job": "success"}
@@ -132,8 +133,9 @@ def test_an_edited_build_xcom_is_refused_before_any_run_task(ecs_world, monkeypa
     connect_trainium(ecs_world, monkeypatch)
     with DAG("edited_build_xcom", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         build = EditedXCom(task_id="build_image")
-        job = NeuronJobOperator(task_id="job", entry_point="trainer.allreduce", distributed=False, compute="ecs",
-                                image="{{ ti.xcom_pull(task_ids='build_image') }}", retries=0)  # fmt: skip
+        job = NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
+                                compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
+                                retries=0)  # fmt: skip
         build >> job
     run = run_dag(dag)
     assert states(run) == {"build_image": "success", "job": "failed"}

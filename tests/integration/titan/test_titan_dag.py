@@ -26,7 +26,7 @@ def artifact_root(tmp_path, monkeypatch):
 
 
 def test_the_dag_offers_exactly_the_flavours_the_titan_trainer_runs():
-    from trainer.titan.spec import FLAVORS
+    from trainium_trainer.titan.spec import FLAVORS
 
     (listed,) = [ast.literal_eval(node.value) for node in ast.parse(DAG_FILE.read_text()).body
                  if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "FLAVORS"]  # fmt: skip
@@ -39,7 +39,7 @@ def test_titan_dag_trains_with_torchtitan_and_registers_a_version_from_pretraine
     from transformers import AutoModelForCausalLM
 
     from airflow_provider_trainium.registry import ModelRegistry
-    from trainer.common.uri import local_path
+    from trainium_trainer.common.uri import local_path
 
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}

@@ -1,4 +1,4 @@
-"""TorchTitan's own trainer through ``trainer.titan.train`` on 2 ranks on gloo (torchrun, as the launcher runs
+"""TorchTitan's own trainer through ``trainium_trainer.titan.train`` on 2 ranks on gloo (torchrun, as the launcher runs
 it): the debug model on the data job's local corpus, our stream and metrics, its DCP checkpoint out as a
 Hugging Face directory that ``from_pretrained`` loads and that computes the run's eval loss."""
 
@@ -17,7 +17,7 @@ pytest.importorskip("torchtitan")  # the native venv's; the main venv never coll
 
 import torch  # noqa: E402
 
-from trainer.llama.data import prepare  # noqa: E402
+from trainium_trainer.llama.data import prepare  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = 6
@@ -33,8 +33,8 @@ def data_uri(tmp_path_factory) -> str:
 
 def torchrun(ranks: int, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TRAINIUM_STACK": "native", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "trainer.launch", "--nodes=1", f"--nproc-per-node={ranks}",
-               "--module=trainer.titan.train",
+    command = [sys.executable, "-m", "trainium_trainer.launch", "--nodes=1", f"--nproc-per-node={ranks}",
+               "--module=trainium_trainer.titan.train",
                "--", *args]  # fmt: skip
     env |= {"TRAINIUM_NUM_NODES": "1", "TRAINIUM_NODE_RANK": "0", "TRAINIUM_MAIN_ADDR": "127.0.0.1",
             "TRAINIUM_MAIN_PORT": str(_free_port())}  # fmt: skip

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.plugins.stream import build_series, read_stream
-from trainer import boundary, track
+from trainium_trainer import boundary, track
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPS = 6
@@ -27,7 +27,7 @@ SCRIPT = f"""
 import json, sys
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-from trainer.hf_callback import TrainiumCallback
+from trainium_trainer.hf_callback import TrainiumCallback
 
 torch.manual_seed(0)
 model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2))

@@ -17,8 +17,8 @@ import pytest
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer.common import stream
-from trainer.llama.data import prepare
+from trainium_trainer.common import stream
+from trainium_trainer.llama.data import prepare
 
 STEPS = 30
 MAX_STEPS = 100_000  # never reached: the test ends the job once it has seen STEPS steps
@@ -41,7 +41,7 @@ def test_the_stream_is_readable_mid_run_and_the_task_log_shows_progress_with_eta
     out = (tmp_path / "out").as_uri()
     spec = JobSpec(
         name="llama",
-        entry_point="trainer.llama.train",
+        entry_point="trainium_trainer.llama.train",
         args=(
             "--data-uri",
             data_uri,

@@ -8,8 +8,8 @@ import pytest
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
-from trainer.common.errors import EXIT_BAD_INPUT
-from trainer.mnist_mlp.prepare import prepare
+from trainium_trainer.common.errors import EXIT_BAD_INPUT
+from trainium_trainer.mnist_mlp.prepare import prepare
 
 ARGS = ("--epochs", "5", "--lr", "0.05", "--momentum", "0.9", "--batch-size", "32")
 
@@ -25,7 +25,7 @@ def run_trainer(tmp_path: Path, data_uri: str, runtime: str, ranks: int, *extra:
     output = (tmp_path / out).as_uri()
     spec = JobSpec(
         name="mnist",
-        entry_point="trainer.mnist_mlp.train",
+        entry_point="trainium_trainer.mnist_mlp.train",
         args=("--data-uri", data_uri, *ARGS, *extra),
         env={"TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU"},
         processes_per_node=ranks,
@@ -71,7 +71,7 @@ def test_bad_data_exits_with_the_bad_input_code(tmp_path):
     (tmp_path / "data" / "train-images-idx3-ubyte.gz").write_bytes(b"\x00\x00\x08\x03garbage")
     spec = JobSpec(
         name="mnist",
-        entry_point="trainer.mnist_mlp.train",
+        entry_point="trainium_trainer.mnist_mlp.train",
         args=("--data-uri", (tmp_path / "data").as_uri(), "--output-uri", (tmp_path / "o").as_uri()),
         env={"TRAINIUM_RUNTIME": "eager"},
         distributed=False,
@@ -98,7 +98,7 @@ def test_xla_step_loop_runs_one_graph_per_step_and_reads_back_only_the_logged_lo
     assert metrics["xla_train_graphs_run"] == ranks * steps
     assert metrics["xla_train_host_transfers"] == steps // 10 + (steps if ranks == 2 else 0)
     # The live stream: a train record per logged step with samples/s, no MFU on CPU, the accuracy at the end.
-    from trainer.common.stream import read_records
+    from trainium_trainer.common.stream import read_records
 
     records = read_records((tmp_path / "out").as_uri(), "train")
     train = [r for r in records if r["kind"] == "train"]

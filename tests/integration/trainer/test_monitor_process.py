@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer.common import stream
+from trainium_trainer.common import stream
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -29,7 +29,7 @@ def wait_for_chunk(out: Path, process: subprocess.Popen | None = None, timeout: 
 
 
 def test_sigterm_ends_the_monitor_cleanly_with_what_it_buffered(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "trainer.common.monitor", f"--output-uri={tmp_path}", "--node=0",
+    command = [sys.executable, "-m", "trainium_trainer.common.monitor", f"--output-uri={tmp_path}", "--node=0",
                "--every-s=0.1", "--stream-every-s=0"]  # fmt: skip
     monitor = subprocess.Popen(command, env=env_without_neuron_monitor(), stderr=subprocess.PIPE, text=True)
     try:
@@ -44,7 +44,7 @@ def test_sigterm_ends_the_monitor_cleanly_with_what_it_buffered(tmp_path: Path) 
 
 PARENT = """
 import subprocess, sys
-monitor = subprocess.Popen([sys.executable, "-m", "trainer.common.monitor", "--output-uri=" + sys.argv[1],
+monitor = subprocess.Popen([sys.executable, "-m", "trainium_trainer.common.monitor", "--output-uri=" + sys.argv[1],
                             "--node=0", "--every-s=0.1", "--stream-every-s=0", f"--parent={__import__('os').getpid()}"])
 print(monitor.pid, flush=True)
 sys.stdin.readline()  # the test says when to end, as torchrun ends

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.conftest import MOTO_REGION
-from trainer.common import stream
+from trainium_trainer.common import stream
 
 
 @pytest.fixture

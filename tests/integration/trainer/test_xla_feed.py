@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.common import feed as feeds
-from trainer.common.device import Runtime
-from trainer.common.feed import device_feed, gather_batches
+from trainium_trainer.common import feed as feeds
+from trainium_trainer.common.device import Runtime
+from trainium_trainer.common.feed import device_feed, gather_batches
 
 
 def data(n: int = 40) -> tuple[torch.Tensor, torch.Tensor]:

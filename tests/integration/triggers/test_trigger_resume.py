@@ -71,20 +71,20 @@ def now_ms() -> int:
 def test_restarted_ecs_trigger_emits_no_line_twice(aws_conn_id, now_ms, row):
     client = logs_client(aws_conn_id)
     client.create_log_group(logGroupName=GROUP)
-    client.create_log_stream(logGroupName=GROUP, logStreamName="trainer/abc")
+    client.create_log_stream(logGroupName=GROUP, logStreamName="trainium_trainer/abc")
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
     S3Hook(aws_conn_id=aws_conn_id).get_conn().create_bucket(Bucket="artifacts")
     cursor = cursor_uri("s3://artifacts/runs/mnist/r1/train", "arn:aws:ecs:us-east-1:1:task/trainium/abc")
     # two lines share a timestamp across the restart: the cursor counts them
-    write(client, "trainer/abc", [(now_ms, "epoch 1"), (now_ms + 1, "epoch 2 a"), (now_ms + 1, "epoch 2 b")])
+    write(client, "trainium_trainer/abc", [(now_ms, "epoch 1"), (now_ms + 1, "epoch 2 a"), (now_ms + 1, "epoch 2 b")])
 
-    first = ecs_trigger(aws_conn_id, "trainer/abc", cursor)
+    first = ecs_trigger(aws_conn_id, "trainium_trainer/abc", cursor)
     before: list[str] = []
     asyncio.run(_with_logs(aws_conn_id, first.watch().follower(before.append).fetch))
     assert before == ["epoch 1", "epoch 2 a", "epoch 2 b"]
 
-    write(client, "trainer/abc", [(now_ms + 1, "epoch 2 c"), (now_ms + 2, "epoch 3")])
+    write(client, "trainium_trainer/abc", [(now_ms + 1, "epoch 2 c"), (now_ms + 2, "epoch 3")])
     classpath, kwargs = first.serialize()
     assert classpath.endswith("TrainiumEcsTaskTrigger") and kwargs["watch"]["log_cursor_uri"] == cursor
     if row == "fields as kwargs":  # what a triggerer stored before triggers serialized their watch loop
@@ -162,7 +162,7 @@ class TaskInstanceStandIn:
 def job_operator(deferrable: bool) -> Any:
     from airflow_provider_trainium.operators.job import NeuronJobOperator
 
-    return NeuronJobOperator(task_id="train", entry_point="trainer.mnist_mlp.train", compute="ecs",
+    return NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
                              instance_type="trn1.2xlarge", execution_timeout=timedelta(hours=1),
                              deferrable=deferrable)  # fmt: skip
 

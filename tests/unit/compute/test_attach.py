@@ -10,7 +10,7 @@ from airflow_provider_trainium.compute.attach import find_or_submit
 from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus
 from airflow_provider_trainium.neuron.spec import JobSpec
 
-SPEC = JobSpec(name="t", entry_point="trainer.mnist_mlp.train", args=("--epochs", "1"))
+SPEC = JobSpec(name="t", entry_point="trainium_trainer.mnist_mlp.train", args=("--epochs", "1"))
 
 
 @dataclass

@@ -20,8 +20,8 @@ FACTS = {
 
 
 def spec(instance_type: str = "trn1.32xlarge", nodes: int = 4, **changes) -> JobSpec:
-    values = dict(name="train", entry_point="trainer.allreduce", args=("--x", "1"), instance_type=instance_type,
-                  nodes=nodes, image=IMAGE, timeout_seconds=7200, output_uri="s3://bucket/runs/1",
+    values = dict(name="train", entry_point="trainium_trainer.allreduce", args=("--x", "1"),
+                  instance_type=instance_type, nodes=nodes, image=IMAGE, timeout_seconds=7200, output_uri="s3://bucket/runs/1",
                   stack=auto_stack(instance_type))  # fmt: skip
     values.update(changes)
     return JobSpec(**values).validate()

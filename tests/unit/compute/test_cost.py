@@ -106,7 +106,7 @@ class AsksTheService:
         return self.intervals
 
 
-SPEC = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=2)
+SPEC = JobSpec(name="t", entry_point="trainium_trainer.x", instance_type="trn1.32xlarge", nodes=2)
 HANDLE = JobHandle("batch", "j-1", "t")
 
 
@@ -137,14 +137,14 @@ def test_the_log_line_names_the_estimate_only_on_local_compute():
 
 
 def test_the_cost_variables_are_set_over_the_jobs_own():
-    spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=4,
+    spec = JobSpec(name="t", entry_point="trainium_trainer.x", instance_type="trn1.32xlarge", nodes=4,
                    env={COST_PER_HOUR_ENV: "0", "KEEP": "1"})  # fmt: skip
     priced = with_cost_environment(spec, "batch")
     assert priced.env == {"KEEP": "1", COST_PER_HOUR_ENV: "86", COST_IS_ESTIMATE_ENV: "0"}
 
 
 def test_job_environment_carries_the_whole_jobs_rate():
-    spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=4)
+    spec = JobSpec(name="t", entry_point="trainium_trainer.x", instance_type="trn1.32xlarge", nodes=4)
     assert cost_environment(spec, "batch") == {COST_PER_HOUR_ENV: "86", COST_IS_ESTIMATE_ENV: "0"}
     prices = {**PRICES, **parse_prices({"trn1.32xlarge": 13.23}, "test")}
     assert cost_environment(spec, "local", prices) == {COST_PER_HOUR_ENV: "52.92", COST_IS_ESTIMATE_ENV: "1"}
@@ -155,7 +155,7 @@ def test_the_budget_guard_prices_the_job_at_the_rate_its_env_carries():
 
     Local runs are guarded too, against the estimate for their layout: a DAG refused on AWS is refused here.
     """
-    spec = JobSpec(name="t", entry_point="trainer.x", instance_type="trn1.32xlarge", nodes=2)
+    spec = JobSpec(name="t", entry_point="trainium_trainer.x", instance_type="trn1.32xlarge", nodes=2)
     prices = {**PRICES, **parse_prices({"trn1.32xlarge": 13.23}, "test")}
     env = cost_environment(spec, "local", prices)
     check = check_budget(spec.nodes, spec.instance_type, 3600, 2 * 13.23, prices=prices)

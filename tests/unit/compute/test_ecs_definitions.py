@@ -44,7 +44,11 @@ def plan_for(instance_type: str, image: str = IMAGE):
     stack = auto_stack(instance_type)
     return container_plan(
         JobSpec(
-            name="train", entry_point="trainer.mnist_mlp.train", instance_type=instance_type, image=image, stack=stack
+            name="train",
+            entry_point="trainium_trainer.mnist_mlp.train",
+            instance_type=instance_type,
+            image=image,
+            stack=stack,
         )
     )
 
@@ -140,7 +144,7 @@ def test_roles_are_left_out_when_the_connection_has_none():
 def test_overrides_carry_node_zero_command_and_the_job_env():
     spec = JobSpec(
         name="train",
-        entry_point="trainer.mnist_mlp.train",
+        entry_point="trainium_trainer.mnist_mlp.train",
         args=("--epochs", "3"),
         env={"TRAINIUM_COMPILE_CACHE_URI": "s3://bucket/cache"},
         output_uri="s3://bucket/runs/train",
@@ -172,7 +176,7 @@ def config(**extra) -> TrainiumConfig:
 
 
 def test_run_task_request_uses_the_capacity_provider_or_ec2_never_both():
-    spec = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=IMAGE)
+    spec = JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", image=IMAGE)
     tags = {"airflow:dag_id": "dag", "airflow:run_id": "manual__2026-01-01T00:00:00+00:00"}
     with_cp = EcsBackend(config(ecs_capacity_provider="trn1-asg", security_groups=["sg-1"]))
     request = with_cp.run_task_request(container_plan(spec), "arn:td", "dag-train-abc", tags)
@@ -208,11 +212,13 @@ def test_connection_without_what_ecs_needs_is_rejected(extra, message):
 
 def test_spec_checks_name_every_problem():
     backend = EcsBackend(config())
-    multi = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", instance_type="trn1.32xlarge", nodes=2)
+    multi = JobSpec(
+        name="train", entry_point="trainium_trainer.mnist_mlp.train", instance_type="trn1.32xlarge", nodes=2
+    )
     with pytest.raises(EcsInputError) as caught:
         backend.check_spec(multi)
     assert "nodes=2" in str(caught.value) and "compute='batch'" in str(caught.value)
     assert "no image" in str(caught.value)
-    huge = JobSpec(name="train", entry_point="trainer.mnist_mlp.train", image=IMAGE, args=("x" * 9000,))
+    huge = JobSpec(name="train", entry_point="trainium_trainer.mnist_mlp.train", image=IMAGE, args=("x" * 9000,))
     with pytest.raises(EcsInputError, match="over ECS's limit of 8192"):
         backend.check_spec(huge)

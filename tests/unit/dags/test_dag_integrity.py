@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
-HEAVY = ["torch", "torch_xla", "transformers", "boto3", "botocore", "numpy", "trainer"]
+HEAVY = ["torch", "torch_xla", "transformers", "boto3", "botocore", "numpy", "trainium_trainer"]
 
 
 def test_every_dag_imports_without_errors():
@@ -26,7 +26,7 @@ def test_dag_files_import_no_heavy_module():
         "import importlib.util, json, sys\n"
         "added = {}\n"
         # the trainer's boundary module (standard library only) is the one part of the trainer a DAG may load
-        "light = {'trainer', 'trainer.boundary'}\n"
+        "light = {'trainium_trainer', 'trainium_trainer.boundary'}\n"
         f"heavy = lambda: {{m for m in sys.modules if m.split('.')[0] in {HEAVY!r}}} - light\n"
         f"for path in {files!r}:\n"
         "    before = heavy()\n"
@@ -53,12 +53,12 @@ def test_provider_modules_never_import_torch():
     code = (
         "import importlib, json, sys\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"
-        "heavy = ('torch', 'torch_xla', 'transformers', 'trainer')\n"
+        "heavy = ('torch', 'torch_xla', 'transformers', 'trainium_trainer')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    # trainer.boundary is the one module of the trainer the provider imports (standard library only)
-    assert set(json.loads(out.stdout.strip().splitlines()[-1])) <= {"trainer", "trainer.boundary"}
+    # trainium_trainer.boundary is the one module of the trainer the provider imports (standard library only)
+    assert set(json.loads(out.stdout.strip().splitlines()[-1])) <= {"trainium_trainer", "trainium_trainer.boundary"}
 
 
 def test_provider_info_entry_point_matches_the_distribution():

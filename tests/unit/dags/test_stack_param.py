@@ -54,7 +54,7 @@ def test_the_titan_dag_refuses_trn1_in_its_first_task_naming_stack(bag, conf, mo
     with pytest.raises(AirflowFailException, match=r"^stack .*trn1 \(trn1.32xlarge\)") as refused:
         dag.get_task("check_params").python_callable(params=params)
     message = str(refused.value)
-    assert "trainer.titan.train runs on stack 'native' only" in message and "trn2, trn3" in message
+    assert "trainium_trainer.titan.train runs on stack 'native' only" in message and "trn2, trn3" in message
     assert "use stack 'xla'" not in message
 
 

@@ -74,7 +74,8 @@ def test_a_tag_is_pinned_to_the_digest_its_registry_holds_and_a_digest_is_kept()
 @pytest.mark.parametrize(
     ("lines", "problem"),
     [('ENTRYPOINT ["python", "/opt/user/train.py"]', "ENTRYPOINT .* replaces the launcher"),
-     ("ENTRYPOINT python -m trainer.launch", "ENTRYPOINT .* replaces the launcher"),  # shell form: not the exec form
+     # shell form: not the exec form
+     ("ENTRYPOINT python -m trainium_trainer.launch", "ENTRYPOINT .* replaces the launcher"),
      ('CMD ["python", "/opt/user/train.py"]', "CMD .* never runs"),
      ("ENV PYTHONPATH=/opt/user", "drops /opt/trainium"),
      ("ENV PYTHONPATH /opt/user", "drops /opt/trainium")],
@@ -86,7 +87,7 @@ def test_a_dockerfile_that_breaks_the_container_contract_is_refused(lines: str, 
 
 def test_what_keeps_the_contract_passes_and_a_builder_stage_may_do_as_it_likes() -> None:
     keeps = USER_DOCKERFILE + (
-        'ENTRYPOINT ["python", "-m", "trainer.launch"]\nCMD []\n'
+        'ENTRYPOINT ["python", "-m", "trainium_trainer.launch"]\nCMD []\n'
         "ENV PYTHONPATH=/opt/user:${PYTHONPATH} OTHER=1\nENV PYTHONPATH=/opt/trainium:/opt/x\n"
     )
     assert contract_problems(keeps) == []

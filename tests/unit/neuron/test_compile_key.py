@@ -9,7 +9,7 @@ from airflow_provider_trainium.sensors.compile_cache import NeuronCompileCacheSe
 def spec(*args: str, **changes) -> JobSpec:
     base = JobSpec(
         name="llama",
-        entry_point="trainer.llama.train",
+        entry_point="trainium_trainer.llama.train",
         instance_type="trn1.32xlarge",
         nodes=4,
         workload="llm",

@@ -17,7 +17,7 @@ from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 def spec(*args: str, **changes) -> JobSpec:
     base = JobSpec(
         name="mnist",
-        entry_point="trainer.mnist_mlp.train",
+        entry_point="trainium_trainer.mnist_mlp.train",
         instance_type="trn2.48xlarge",
         stack="native",
         processes_per_node=2,
@@ -84,7 +84,7 @@ class Trainium(ComputeBackend):
 
 
 def test_operator_keys_a_local_native_trial_by_torch_and_inductor_and_a_trainium_one_by_image(tmp_path):
-    op = NeuronCompileOperator(task_id="compile", entry_point="trainer.mnist_mlp.train", job_args=[])
+    op = NeuronCompileOperator(task_id="compile", entry_point="trainium_trainer.mnist_mlp.train", job_args=[])
     _, local = op.key_for(spec(), LocalBackend(tmp_path))
     assert local["compiler_version"] == native_compiler_version()
     assert local["compile_backend"] == "inductor"  # this machine: torch-xla's plugin at most, no TorchNeuron

@@ -21,7 +21,7 @@ BATCH_SETTINGS = batch.BatchSettings(region_name="us-east-1", log_group="/traini
 def spec(instance_type: str, nodes: int = 1, **changes: object) -> JobSpec:
     values: dict[str, object] = {
         "name": "train",
-        "entry_point": "trainer.mnist_mlp",
+        "entry_point": "trainium_trainer.mnist_mlp",
         "instance_type": instance_type,
         "nodes": nodes,
         "image": IMAGE,

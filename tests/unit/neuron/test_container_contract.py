@@ -74,7 +74,7 @@ def test_the_parser_reads_both_forms_and_docker_resets() -> None:
     assert image_entry(text) == ("run it", ["y"], ["/bin/bash", "-c"])
 
 
-ECS_SPEC = JobSpec(name="t", entry_point="trainer.mnist_mlp.train", args=("--epochs", "1"),
+ECS_SPEC = JobSpec(name="t", entry_point="trainium_trainer.mnist_mlp.train", args=("--epochs", "1"),
                    instance_type="trn1.32xlarge", output_uri="s3://b/runs/t", image="img")  # fmt: skip
 BATCH_SPEC = ECS_SPEC.with_changes(nodes=2)
 
@@ -96,7 +96,7 @@ def test_what_ecs_and_batch_send_runs_under_the_dockerfiles_entrypoint(index: in
     done = run_argv(argv, {**container_plan(spec).environment, **node_env})
     assert done.returncode == 0, f"{label}: {argv} exited {done.returncode}: {done.stderr[-2000:]}"
     torchrun = json.loads(done.stdout)
-    assert torchrun[1:3] == ["-m", "torch.distributed.run" if spec.nodes > 1 else "trainer.loopback_torchrun"]
+    assert torchrun[1:3] == ["-m", "torch.distributed.run" if spec.nodes > 1 else "trainium_trainer.loopback_torchrun"]
     assert f"--nnodes={spec.nodes}" in torchrun and f"--node_rank={index - 1 if index else 0}" in torchrun
     assert "--nproc_per_node=32" in torchrun
-    assert torchrun[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "1"]
+    assert torchrun[-4:] == ["--module", "trainium_trainer.mnist_mlp.train", "--epochs", "1"]

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def spec(**changes):
-    base = {"name": "job", "entry_point": "trainer.mnist_mlp.train", "args": ("--epochs", "2")}
+    base = {"name": "job", "entry_point": "trainium_trainer.mnist_mlp.train", "args": ("--epochs", "2")}
     return JobSpec(**{**base, **changes})
 
 
@@ -47,14 +47,14 @@ def test_every_node_runs_torchrun_for_its_rank(nodes, instance):
         env = {**job_environment(s), **batch_node_environment(nodes, rank, 0, "10.0.0.5")}
         command = dry_run(argv, env)
         # a one-node job rendezvous on loopback, where the store must listen on loopback only
-        assert command[1:3] == ["-m", "trainer.loopback_torchrun" if nodes == 1 else "torch.distributed.run"]
+        assert command[1:3] == ["-m", "trainium_trainer.loopback_torchrun" if nodes == 1 else "torch.distributed.run"]
         f = flags(command)
         assert (f["nnodes"], f["node_rank"]) == (str(nodes), str(rank))
         assert f["nproc_per_node"] == str(s.instance.neuron_cores)  # from the job, not a catalog copy
         assert f["master_port"] == "41000"
         if rank:
             assert f["master_addr"] == "10.0.0.5"
-        assert command[-4:] == ["--module", "trainer.mnist_mlp.train", "--epochs", "2"]
+        assert command[-4:] == ["--module", "trainium_trainer.mnist_mlp.train", "--epochs", "2"]
 
 
 def test_ecs_and_batch_send_exactly_the_launcher_arguments():
@@ -63,7 +63,7 @@ def test_ecs_and_batch_send_exactly_the_launcher_arguments():
     batch_single = batch_definitions.container_overrides(container_plan(single))["command"]
     assert ecs == batch_single == launcher_arguments(single)
     assert batch_definitions.container_overrides(container_plan(multi))["command"] == launcher_arguments(multi)
-    assert not any(word in ("python", "-m", "trainer.launch") for word in ecs)
+    assert not any(word in ("python", "-m", "trainium_trainer.launch") for word in ecs)
 
 
 def test_docker_rule_appends_the_command_to_an_exec_form_entrypoint():
@@ -75,9 +75,9 @@ def test_docker_rule_appends_the_command_to_an_exec_form_entrypoint():
 def test_wrapper_and_single_process_jobs():
     compile_spec = spec(wrapper=("neuron_parallel_compile",))
     command = dry_run(list(container_plan(compile_spec).argv), {})
-    assert command[0] == "neuron_parallel_compile" and command[2:4] == ["-m", "trainer.loopback_torchrun"]
+    assert command[0] == "neuron_parallel_compile" and command[2:4] == ["-m", "trainium_trainer.loopback_torchrun"]
     single = dry_run(list(container_plan(spec(distributed=False)).argv), {})
-    assert single[1:] == ["-m", "trainer.mnist_mlp.train", "--epochs", "2"]
+    assert single[1:] == ["-m", "trainium_trainer.mnist_mlp.train", "--epochs", "2"]
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 4])

@@ -21,7 +21,7 @@ ECS_SETTINGS = ecs.EcsTaskSettings(image=IMAGE, log_group="/trainium/jobs", regi
 def spec(**changes: object) -> JobSpec:
     values: dict[str, object] = {
         "name": "train",
-        "entry_point": "trainer.mnist_mlp.train",
+        "entry_point": "trainium_trainer.mnist_mlp.train",
         "args": ("--epochs", "1"),
         "instance_type": "trn1.32xlarge",
         "image": IMAGE,

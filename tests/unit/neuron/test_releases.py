@@ -92,7 +92,7 @@ def test_runtime_variables_a_release_deprecates_are_not_preset() -> None:
     """Runtime 2.32 (Neuron 2.30) deprecates NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS; 2.30 (Neuron 2.28) has it."""
     name = "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS"
     assert name in table().releases["2.30.0"].deprecated_env
-    own = JobSpec(name="job", entry_point="trainer.allreduce", image=None)
+    own = JobSpec(name="job", entry_point="trainium_trainer.allreduce", image=None)
     assert launch.job_environment(own)[name] == "3"
     assert name not in launch.job_environment(dataclasses.replace(own, image=DLC_2_30))
 

@@ -6,7 +6,7 @@ from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError, env_nam
 
 
 def spec(**changes):
-    return JobSpec(name="job", entry_point="trainer.mnist_mlp.train", **changes)
+    return JobSpec(name="job", entry_point="trainium_trainer.mnist_mlp.train", **changes)
 
 
 def problems(**changes):
@@ -82,7 +82,8 @@ def test_round_trip_and_stable_hash():
 
 
 def test_the_default_stack_keeps_the_hash_specs_had_before_stacks_existed():
-    """Running jobs are named by their spec's hash: an xla spec must hash as it did (computed before ``stack``)."""
+    """Running jobs are named by their spec's hash: an xla spec must hash as it did (computed before ``stack``; the
+    entry point is the one of that time, before the in-container package was renamed)."""
     s = JobSpec(name="train", entry_point="trainer.llama.train", args=("--steps", "10"), env={"NEURON_A": "1"},
                 instance_type="trn2.48xlarge", nodes=2, output_uri="s3://b/runs/1")  # fmt: skip
     assert s.stack == "xla" and "stack" not in s.to_dict()

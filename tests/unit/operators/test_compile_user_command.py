@@ -21,7 +21,7 @@ from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.operators.compile import NeuronCompileOperator
 from tests.conftest import set_trainium_connection
-from trainer.launch import build_command
+from trainium_trainer.launch import build_command
 
 TRIAL_FLAGS = ("--compile-only", "--max-steps")
 NPC = "neuron_parallel_compile"
@@ -87,7 +87,8 @@ def test_a_users_module_is_a_users_program_too(on_neuron):
 
 
 @pytest.mark.parametrize(
-    ("arg", "words"), [("--max_steps", ["--max_steps", "7"]), ("trainer.max_steps=", ["trainer.max_steps=7"])]
+    ("arg", "words"),
+    [("--max_steps", ["--max_steps", "7"]), ("trainer.max_steps=", ["trainer.max_steps=7"])],
 )
 def test_the_named_step_argument_bounds_the_trial(on_neuron, arg, words):
     op = compile_op(job_args=["--lr", "3e-4"], trial_steps_arg=arg)
@@ -110,10 +111,10 @@ def test_the_native_stack_runs_the_users_command_without_neuron_parallel_compile
 
 
 def test_the_projects_trainer_keeps_its_own_trial_flags(on_neuron):
-    op = compile_op(command=None, entry_point="trainer.mnist_mlp.train", job_args=["--batch-size", "32"])
+    op = compile_op(command=None, entry_point="trainium_trainer.mnist_mlp.train", job_args=["--batch-size", "32"])
     assert op.prepare({"ti": TaskInstanceStandIn()}).spec.args == ("--batch-size", "32", *TRIAL_FLAGS, "7")
     with pytest.raises(ValueError, match="project's trainer"):
-        compile_op(command=None, entry_point="trainer.mnist_mlp.train", trial_steps_arg="--max_steps")
+        compile_op(command=None, entry_point="trainium_trainer.mnist_mlp.train", trial_steps_arg="--max_steps")
 
 
 @pytest.mark.parametrize("name", ["AWS_MAX_STEPS", "PATH", "TRAINIUM_OUTPUT_DIR", "1BAD"])
@@ -134,7 +135,7 @@ def test_the_key_names_the_users_command_and_not_the_trials_step_count(on_neuron
     assert key(trial_steps_arg="--max_steps", job_args=["--hidden", "128"])[0] != first
     assert key(command=["python", "other.py"], trial_steps_arg="--max_steps", job_args=["--hidden", "64"])[0] != first
     # the project's trainer keeps the key it always had: no command field
-    _, project = key(command=None, entry_point="trainer.mnist_mlp.train")
+    _, project = key(command=None, entry_point="trainium_trainer.mnist_mlp.train")
     assert "command" not in project and "code_uri" not in project
 
 

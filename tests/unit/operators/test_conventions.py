@@ -15,7 +15,7 @@ CONFIG = TrainiumConfig(configured=True, region_name="us-east-1", artifact_root=
 
 
 def job(**kwargs) -> NeuronJobOperator:
-    return NeuronJobOperator(task_id="train", entry_point="trainer.allreduce", **kwargs)
+    return NeuronJobOperator(task_id="train", entry_point="trainium_trainer.allreduce", **kwargs)
 
 
 @pytest.mark.parametrize("setting", ["True", "False"])

@@ -202,7 +202,7 @@ def test_a_try_prepares_once_and_runs_every_pre_submit_check(tmp_path, monkeypat
 
 def test_the_compile_operator_builds_its_own_spec_and_leaves_its_fields_alone(tmp_path, monkeypatch):
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
-    op = NeuronCompileOperator(task_id="t", entry_point="trainer.m", job_args=["--lr", "0.1"], compute="local",
+    op = NeuronCompileOperator(task_id="t", entry_point="trainium_trainer.m", job_args=["--lr", "0.1"], compute="local",
                                trial_steps=3)  # fmt: skip
     prepared = op.prepare(context())
     assert prepared.spec.args == ("--lr", "0.1", "--compile-only", "--max-steps", "3")

@@ -36,10 +36,12 @@ def check(stack: str, instance_type: str, image: str) -> None:
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
         RegistryHeld(task_id="build_image", stack="native", instance_type="trn2.48xlarge", held=NATIVE_IMAGE,
                      held_labels=labels)  # fmt: skip
-        job = NeuronJobOperator(task_id="train", entry_point="trainer.llama.train", instance_type=instance_type,
-                                stack=stack, image=image)  # fmt: skip
+        job = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.llama.train",
+                                instance_type=instance_type, stack=stack, image=image)  # fmt: skip
     ti = BuildXComs({("build_image", "return_value"): NATIVE_IMAGE})
-    spec = JobSpec(name="t", entry_point="trainer.llama.train", instance_type=instance_type, image=image, stack=stack)
+    spec = JobSpec(
+        name="t", entry_point="trainium_trainer.llama.train", instance_type=instance_type, image=image, stack=stack
+    )
     context: dict[str, Any] = {"ti": ti}
     job.check_neuron_driver(context, SimpleNamespace(spec=spec), SimpleNamespace(runs_image=True))  # type: ignore[arg-type]
 

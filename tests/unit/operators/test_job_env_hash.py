@@ -68,7 +68,7 @@ def test_the_llama_runtime_reaches_the_job_env_and_changes_its_hash(pretrain_tas
 @pytest.mark.parametrize("state", [JobState.RUNNING, JobState.SUCCEEDED])
 def test_a_job_that_ran_with_another_env_is_neither_attached_nor_reused(state):
     """Cleared after switching xla -> eager: the xla job (running or done) is left alone, an eager one starts."""
-    xla = JobSpec(name="t", entry_point="trainer.llama.train", env={"TRAINIUM_RUNTIME": "xla"})
+    xla = JobSpec(name="t", entry_point="trainium_trainer.llama.train", env={"TRAINIUM_RUNTIME": "xla"})
     eager = xla.with_changes(env={"TRAINIUM_RUNTIME": "eager"})
     backend = Recorded()
     backend.end(find_or_submit(backend, xla, "job", {}).handle, state)
@@ -81,6 +81,6 @@ def test_a_job_that_ran_with_another_env_is_neither_attached_nor_reused(state):
     "env", [{}, {"TRAINIUM_RUNTIME": "eager"}, {"TRAINIUM_RUNTIME": "xla", "NEURON_RT_LOG_LEVEL": "INFO"}]
 )
 def test_every_env_change_changes_the_spec_hash(env):
-    base = JobSpec(name="t", entry_point="trainer.llama.train", env={"TRAINIUM_RUNTIME": "xla"})
+    base = JobSpec(name="t", entry_point="trainium_trainer.llama.train", env={"TRAINIUM_RUNTIME": "xla"})
     assert base.with_changes(env=env).content_hash() != base.content_hash()
     assert base.with_changes(env=dict(base.env)).content_hash() == base.content_hash()

@@ -54,8 +54,8 @@ def run(labels: dict[str, str] | None) -> tuple[NeuronJobOperator, dict[str, Any
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
         RegistryHeld(task_id="build_image", stack="native", instance_type="trn2.48xlarge", held=REFERENCE,
                      held_labels=labels)  # fmt: skip
-        job = NeuronJobOperator(task_id="train", entry_point="trainer.llama.train", instance_type="trn2.48xlarge",
-                                stack="native", image=REFERENCE)  # fmt: skip
+        job = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.llama.train",
+                                instance_type="trn2.48xlarge", stack="native", image=REFERENCE)  # fmt: skip
     ti = BuildXComs({("build_image", "return_value"): REFERENCE, ("build_image", "labels"): {"edited": "xcom"}})
     return job, {"ti": ti}
 
@@ -75,7 +75,7 @@ def test_the_run_built_images_labels_reach_the_job() -> None:
 def test_the_native_jobs_image_and_driver_checks_read_the_built_images_labels(labelled: bool) -> None:
     job, context = run(native_labels() if labelled else None)
     job._config = TrainiumConfig(neuron_driver_versions={"trn2.48xlarge": NATIVE.driver})
-    spec = JobSpec(name="t", entry_point="trainer.llama.train", instance_type="trn2.48xlarge", image=REFERENCE,
+    spec = JobSpec(name="t", entry_point="trainium_trainer.llama.train", instance_type="trn2.48xlarge", image=REFERENCE,
                    stack="native")  # fmt: skip
     prepared = SimpleNamespace(spec=spec)
     backend = SimpleNamespace(runs_image=True)

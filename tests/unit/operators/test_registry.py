@@ -13,9 +13,13 @@ from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 
 def pipeline(**register_kwargs) -> RegisterModelOperator:
     with DAG("cost_lineage", schedule=None, start_date=dt.datetime(2026, 1, 1)):
-        prepare = NeuronJobOperator(task_id="prepare", entry_point="trainer.mnist_mlp.prepare", distributed=False)
-        train = NeuronTrainingOperator(task_id="train", entry_point="trainer.mnist_mlp.train")
-        evaluate = NeuronJobOperator(task_id="evaluate", entry_point="trainer.mnist_mlp.evaluate", distributed=False)
+        prepare = NeuronJobOperator(
+            task_id="prepare", entry_point="trainium_trainer.mnist_mlp.prepare", distributed=False
+        )
+        train = NeuronTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
+        evaluate = NeuronJobOperator(
+            task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate", distributed=False
+        )
         register = RegisterModelOperator(task_id="register", model_name="m", source_uri="file:///x", **register_kwargs)
         prepare >> train >> evaluate >> register
     return register
@@ -31,7 +35,7 @@ def test_a_named_task_wins():
 
 def test_without_a_trainer_the_nearest_job_is_taken():
     with DAG("no_trainer", schedule=None, start_date=dt.datetime(2026, 1, 1)):
-        job = NeuronJobOperator(task_id="job", entry_point="trainer.allreduce")
+        job = NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce")
         register = RegisterModelOperator(task_id="register", model_name="m", source_uri="file:///x")
         job >> register
     assert register.cost_task() == "job"

@@ -10,8 +10,8 @@ import pytest
 
 from airflow_provider_trainium.plugins import stream as view_stream
 from airflow_provider_trainium.plugins.stream import build_series
-from trainer.boundary import StreamFormatError, parse_chunk
-from trainer.common.stream import read_records
+from trainium_trainer.boundary import StreamFormatError, parse_chunk
+from trainium_trainer.common.stream import read_records
 
 
 def read_stream(output_uri: str, **kwargs) -> dict | None:

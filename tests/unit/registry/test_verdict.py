@@ -14,8 +14,8 @@ from airflow_provider_trainium.operators.registry import may_promote
 from airflow_provider_trainium.operators.run_outputs import XComMismatchError, checked_against_xcom, instance_prefix
 from airflow_provider_trainium.registry import hashing
 from airflow_provider_trainium.registry.verdict import VerdictError, check_verdict, files_fingerprint, read_verdict
-from trainer import boundary
-from trainer.common.verdict import model_entries, write_verdict
+from trainium_trainer import boundary
+from trainium_trainer.common.verdict import model_entries, write_verdict
 
 LOG = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ WATCHES: dict[type[JobWatchTrigger], dict[str, Any]] = {
             "backend": "ecs",
             "job_id": "arn:aws:ecs:us-west-2:123456789012:task/trainium/abc",
             "job_name": "train-abc",
-            "details": {"cluster": "trainium", "log_group": "/trainium/jobs", "log_stream": "trainer/abc"},
+            "details": {"cluster": "trainium", "log_group": "/trainium/jobs", "log_stream": "trainium_trainer/abc"},
         },
         "deadline": 1_900_000_000.5,
         "aws_conn_id": "aws_trn",

@@ -1,0 +1,266 @@
+"""What the provider and the trainer share, named once: the container's environment, its exit codes, the
+artifact files the provider reads back and the live metrics stream's record format with its one reader.
+
+Why it lives in ``trainium_trainer/``: the training image copies only ``trainium_trainer/``, and the trainer never
+imports the provider, so the one owner of these facts has to be on the trainer's side. The provider imports exactly this
+module of the trainer and nothing else (``tests/unit/test_layering.py``); so it imports the standard library
+only, and importing it (with ``trainium_trainer/__init__.py``, a docstring) loads no torch, fsspec or Airflow.
+``tests/unit/trainium_trainer/test_boundary.py`` fails when either side uses a ``TRAINIUM_*`` variable, a shared file
+name or a stream record field that is not defined here.
+
+The stream's reader rule (``parse_chunk``), the same for the trainer's reader and the UI's: a chunk is JSON
+lines, each record one object terminated by ``\\n``. Its last line may be torn (a write or a copy of the chunk
+cut short; the trainer's own writer replaces a chunk whole, but the reader does not rely on every writer doing
+so): a last line that is unterminated or does not parse as an object is skipped. A malformed line anywhere
+else cannot come from a cut-short write (chunks are written once, and a restarted writer starts the next
+chunk), so the chunk is not what a writer wrote: it raises ``StreamFormatError`` naming the chunk and line,
+rather than silently dropping records. Blank lines are ignored; records of another version are skipped;
+unknown kinds and keys are kept, for the caller to ignore.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+# --- The container's environment: set by the provider (or a platform adapter), read by the trainer --------
+
+#: Every variable the provider and the trainer share starts with this.
+ENV_PREFIX = "TRAINIUM_"
+
+#: Where the job writes its output (the trainers' ``--output-uri`` default; the node monitor writes under it).
+ENV_OUTPUT_URI = "TRAINIUM_OUTPUT_URI"
+#: Where the job keeps its checkpoints (``--checkpoint-uri`` default).
+ENV_CHECKPOINT_URI = "TRAINIUM_CHECKPOINT_URI"
+#: The persistent compilation cache (``--compile-cache-uri`` default).
+ENV_COMPILE_CACHE_URI = "TRAINIUM_COMPILE_CACHE_URI"
+#: JSON list of the URI prefixes the trainer may read inputs from (the trainer checks its inputs again).
+ENV_ALLOWED_INPUT_PREFIXES = "TRAINIUM_ALLOWED_INPUT_PREFIXES"
+#: Local folder where a base model's ``s3://`` weights are copied once per node.
+ENV_WEIGHTS_CACHE = "TRAINIUM_WEIGHTS_CACHE"
+
+#: The job's code bundle (``code_dir`` or a ``@task.trainium`` function, uploaded under the artifact root): the
+#: launcher copies it into the node's code folder, which it puts first on ``PYTHONPATH``.
+ENV_CODE_URI = "TRAINIUM_CODE_URI"
+#: The node's local job folder (default ``/tmp/trainium-job``): the launcher makes the output, checkpoint and
+#: code folders below it. Point it at a large volume for big checkpoints.
+ENV_JOB_DIR = "TRAINIUM_JOB_DIR"
+#: Set by the launcher for every process of a user's job: the local folders it uploads to ``TRAINIUM_OUTPUT_URI``
+#: and ``TRAINIUM_CHECKPOINT_URI`` (outputs when the job ends; checkpoints also on an interval, restored first).
+ENV_OUTPUT_DIR = "TRAINIUM_OUTPUT_DIR"
+ENV_CHECKPOINT_DIR = "TRAINIUM_CHECKPOINT_DIR"
+ENV_CODE_DIR = "TRAINIUM_CODE_DIR"
+#: Seconds between the launcher's checkpoint uploads while a user's job runs (default 300; 0: only at the end).
+ENV_CHECKPOINT_SYNC_S = "TRAINIUM_CHECKPOINT_SYNC_S"
+DEFAULT_JOB_DIR = "/tmp/trainium-job"
+DEFAULT_CHECKPOINT_SYNC_S = 300
+#: Written last into a complete code bundle (``airflow_provider_trainium.code_bundle``).
+CODE_BUNDLE_MARKER = ".bundle-complete"
+#: The code bundle's folder holding a ``@task.trainium`` function (``FUNCTION_SOURCE_FILE``) and its call
+#: (``FUNCTION_CALL_FILE``: the function's name and JSON arguments).
+FUNCTION_BUNDLE_DIR = "_trainium_function"
+FUNCTION_SOURCE_FILE = "function.py"
+FUNCTION_CALL_FILE = "call.json"
+#: A ``@task.trainium`` function's return value, written by rank 0 into its output folder as JSON
+#: (``{"result": ...}``).
+FUNCTION_RESULT_FILE = "function_result.json"
+
+#: The job's name and its spec's content hash (a rerun of the same hash with a complete output does nothing).
+ENV_JOB_NAME = "TRAINIUM_JOB_NAME"
+ENV_JOB_HASH = "TRAINIUM_JOB_HASH"
+#: The instance type the job runs on (or stands in for, on local compute).
+ENV_INSTANCE_TYPE = "TRAINIUM_INSTANCE_TYPE"
+#: Tensor parallel degree (``--tensor-parallel-size`` default).
+ENV_TENSOR_PARALLEL_SIZE = "TRAINIUM_TENSOR_PARALLEL_SIZE"
+#: One NeuronCore's dense BF16 peak FLOP/s (so: per rank), the denominator of MFU. Set only on Trainium
+#: hardware; without it MFU is null.
+ENV_PEAK_FLOPS = "TRAINIUM_PEAK_FLOPS"
+#: The training stack the job's image carries: ``xla`` (torch-neuronx on PyTorch/XLA with neuronx-distributed,
+#: Trn1) or ``native`` (TorchNeuron, the native PyTorch backend: device ``neuron``, FSDP2/DTensor, Trn2/Trn3).
+#: Absent means ``xla``, what every job ran before the native stack existed.
+ENV_STACK = "TRAINIUM_STACK"
+STACK_XLA = "xla"
+STACK_NATIVE = "native"
+STACKS: tuple[str, ...] = (STACK_XLA, STACK_NATIVE)
+#: Forces a runtime (``neuron``, ``xla``, ``eager``) or the device feed (``background``, ``sync``).
+ENV_RUNTIME = "TRAINIUM_RUNTIME"
+ENV_DEVICE_FEED = "TRAINIUM_DEVICE_FEED"
+
+#: The rendezvous contract every backend maps onto: nodes, this node's rank, the main node's address and port.
+ENV_NUM_NODES = "TRAINIUM_NUM_NODES"
+ENV_NODE_RANK = "TRAINIUM_NODE_RANK"
+ENV_MAIN_ADDR = "TRAINIUM_MAIN_ADDR"
+ENV_MAIN_PORT = "TRAINIUM_MAIN_PORT"
+RENDEZVOUS_ENV: tuple[str, ...] = (ENV_NUM_NODES, ENV_NODE_RANK, ENV_MAIN_ADDR, ENV_MAIN_PORT)
+#: Earlier names of the main address and port, still read when the neutral ones are absent.
+ENV_LEGACY_MAIN_ADDR = "TRAINIUM_MASTER_ADDR"
+ENV_LEGACY_MAIN_PORT = "TRAINIUM_MASTER_PORT"
+#: Set by the launcher: which platform adapter filled in the rendezvous (named in its error messages).
+ENV_RENDEZVOUS_FROM = "TRAINIUM_RENDEZVOUS_FROM"
+#: The launcher's port when ``TRAINIUM_MAIN_PORT`` is not set.
+DEFAULT_MAIN_PORT = 41000
+
+#: Local compute: the folder torchrun tees every rank's log file into.
+ENV_RANK_LOG_DIR = "TRAINIUM_RANK_LOG_DIR"
+#: ``1``: the launcher prints its command as JSON instead of running it.
+ENV_LAUNCH_DRY_RUN = "TRAINIUM_LAUNCH_DRY_RUN"
+#: ``0`` turns the node monitor off; its sampling period in seconds.
+ENV_MONITOR = "TRAINIUM_MONITOR"
+ENV_MONITOR_EVERY_S = "TRAINIUM_MONITOR_EVERY_S"
+#: Seconds between stream chunks and between progress lines.
+ENV_STREAM_EVERY_S = "TRAINIUM_STREAM_EVERY_S"
+ENV_PROGRESS_EVERY_S = "TRAINIUM_PROGRESS_EVERY_S"
+#: The whole job's hourly rate (USD), for the progress line's cost; ``1``: that rate is an estimate (local).
+ENV_COST_PER_HOUR_USD = "TRAINIUM_COST_PER_HOUR_USD"
+ENV_COST_IS_ESTIMATE = "TRAINIUM_COST_IS_ESTIMATE"
+
+#: Every variable above.
+ENVIRONMENT: frozenset[str] = frozenset(
+    value for name, value in dict(globals()).items() if name.startswith("ENV_") and name != "ENV_PREFIX"
+)
+
+# --- Exit codes: what the container's exit status tells the scheduler ------------------------------------
+
+#: Bad input (data, arguments, environment): a retry gives the same failure, so the task is not retried.
+#: Mirrors sysexits' EX_DATAERR.
+EXIT_BAD_INPUT = 65
+#: The all-reduce smoke test summed wrong: the cluster is unhealthy. Like any other code, a plain failure.
+EXIT_ALLREDUCE_MISMATCH = 2
+#: The evaluation's accuracy is below ``--min-accuracy``; a plain failure too.
+EXIT_BELOW_THRESHOLD = 3
+EXIT_CODES: Mapping[str, int] = MappingProxyType(
+    {name: value for name, value in dict(globals()).items() if name.startswith("EXIT_") and isinstance(value, int)}
+)
+
+# --- Files the trainer writes and the provider reads back -------------------------------------------------
+
+#: The training summary under the output URI, written once at the end (with ``history``: the train records).
+METRICS_FILE = "metrics.json"
+#: Written last into a complete output: ``{"job_hash": ...}``.
+SUCCESS_MARKER = "_SUCCESS"
+#: An evaluation job's verdict under its output URI.
+EVALUATION_FILE = "evaluation.json"
+#: An evaluation job's verdict record under its own output URI (``trainium_trainer.common.verdict``): the metric, the
+#: threshold, whether the model passed, and the fingerprint of the files it judged. Promotion reads this, never
+#: a task's state.
+VERDICT_FILE = "verdict.json"
+VERDICT_FORMAT = "trainium-verdict/1"
+#: What a run writes next to its model (the live stream, log cursors): not part of the model's fingerprint.
+RUN_BOOKKEEPING_PREFIXES = ("stream/", ".trainium/")
+#: A prepared data set's index, written last (``"skipped": true`` when there was nothing to train on).
+DATA_INDEX_FILE = "index.json"
+#: The all-reduce smoke test's result.
+ALLREDUCE_FILE = "allreduce.json"
+FILES: frozenset[str] = frozenset(
+    {METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, VERDICT_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE, FUNCTION_RESULT_FILE}
+)
+
+# --- The live metrics stream: <output_uri>/stream/<source>/<seq:06d>.jsonl ---------------------------------
+
+STREAM_DIR = "stream"
+#: Rank 0's train and eval records.
+TRAIN_SOURCE = "train"
+#: ``monitor-node<N>``: node N's device and host records.
+MONITOR_SOURCE_PREFIX = "monitor-node"
+CHUNK_SUFFIX = ".jsonl"
+_CHUNK = re.compile(r"^(\d{6})\.jsonl$")
+
+STREAM_VERSION = 1
+#: Keys of every record: the format version, unix seconds, the record's kind.
+KEY_VERSION = "v"
+KEY_TIME = "time"
+KEY_KIND = "kind"
+KIND_TRAIN = "train"
+KIND_EVAL = "eval"
+KIND_DEVICE = "device"
+KIND_HOST = "host"
+_TRAIN = ("step", "total_steps", "epoch", "loss", "samples_per_s", "tokens_per_s", "mfu", "lr", "xla_graphs")
+#: kind -> its fields (docs/monitoring.md describes each).
+RECORD_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        KIND_TRAIN: _TRAIN,
+        KIND_EVAL: ("step", "loss", "accuracy"),
+        KIND_DEVICE: ("node", "neuroncores", "device_mem_used_bytes"),
+        KIND_HOST: ("node", "cpu_percent", "mem_used_bytes", "mem_total_bytes"),
+    }
+)
+#: Every key a record may carry.
+RECORD_KEYS: frozenset[str] = frozenset({KEY_VERSION, KEY_TIME, KEY_KIND}.union(*RECORD_FIELDS.values()))
+
+
+class StreamFormatError(ValueError):
+    """A chunk line that is neither a record nor a torn last line: the chunk is not what a writer wrote."""
+
+
+def monitor_source(node: int) -> str:
+    return f"{MONITOR_SOURCE_PREFIX}{node}"
+
+
+def chunk_name(seq: int) -> str:
+    return f"{seq:06d}{CHUNK_SUFFIX}"
+
+
+def chunk_seq(name: str) -> int | None:
+    """The sequence number of a chunk's file name; None for anything that is not a chunk."""
+    match = _CHUNK.match(name)
+    return int(match.group(1)) if match else None
+
+
+def chunk_order(names: list[str]) -> list[str]:
+    """The chunk names among ``names``, oldest (lowest sequence number) first."""
+    return sorted((n for n in names if chunk_seq(n) is not None), key=lambda n: chunk_seq(n) or 0)
+
+
+def record(kind: str, **fields: Any) -> dict[str, Any]:
+    """A record of ``kind`` with every field of its kind (missing ones null), ``time`` if given.
+
+    A field the format does not name raises: writers cannot drift from what readers expect.
+    """
+    known = RECORD_FIELDS[kind]
+    unknown = sorted(set(fields) - set(known) - {KEY_TIME})
+    if unknown:
+        raise ValueError(f"{kind} records have no field {', '.join(unknown)}; fields: {', '.join(known)}")
+    stamped = {KEY_TIME: fields[KEY_TIME]} if KEY_TIME in fields else {}
+    return {KEY_KIND: kind, **stamped, **{name: fields.get(name) for name in known}}
+
+
+def stamp(record: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """``record`` as written: the version first, ``now`` unless the record carries its own time."""
+    return {KEY_VERSION: STREAM_VERSION, KEY_TIME: now, **record}
+
+
+def parse_chunk(data: str | bytes, where: str = "chunk") -> list[dict[str, Any]]:
+    """The current-version records of one chunk, in line order, by the reader rule (module docstring)."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    *terminated, tail = text.split("\n")
+    lines = [(number, line) for number, line in enumerate(terminated, 1) if line.strip()]
+    records = []
+    for index, (number, line) in enumerate(lines):
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            if index == len(lines) - 1 and not tail.strip():
+                break  # the torn last line
+            raise StreamFormatError(f"{where} line {number}: not a JSON object: {line[:80]!r}")
+        if parsed.get(KEY_VERSION) == STREAM_VERSION:
+            records.append(parsed)
+    return records  # an unterminated ``tail`` is the torn last line: skipped
+
+
+# --- A model's fingerprint: the same formula on both sides (``registry.hashing.fingerprint``) ---------------
+
+
+def model_fingerprint(entries: Iterable[tuple[str, int, str]]) -> str:
+    """sha256 over the sorted ``(relative path, size, sha256)`` of a model's files: what a verdict names and a
+    registry version records, so a verdict holds only for the very files it judged."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path, size, sha in sorted(entries):
+        digest.update(f"{path}\0{size}\0{sha}\n".encode())
+    return digest.hexdigest()

@@ -1,0 +1,65 @@
+"""An evaluation job's verdict record: the metric, the threshold, pass or fail, and the fingerprint of the files
+it judged, written to the job's own output location.
+
+Why a record and not the job's exit status: Airflow's task state can be edited by whoever may edit task
+instances (mark success), so promotion re-reads this record instead (``registry.verdict``). The fingerprint is the
+registry's (``boundary.model_fingerprint``), so a verdict holds only for the very files the registry publishes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from trainium_trainer import boundary
+from trainium_trainer.common import uri as uris
+
+CHUNK = 8 * 2**20
+
+
+def model_entries(model_uri: str) -> list[tuple[str, int, str]]:
+    """``(relative path, size, sha256)`` of every file of the model under ``model_uri``, run bookkeeping excluded."""
+    fs, root = uris.filesystem(model_uri)
+    base = root.rstrip("/") + "/"
+    entries = []
+    for full in sorted(fs.find(root)):
+        rel = full[len(base) :] if full.startswith(base) else full.rsplit("/", 1)[-1]
+        if rel.startswith(boundary.RUN_BOOKKEEPING_PREFIXES):
+            continue
+        digest, size = hashlib.sha256(), 0
+        with fs.open(full, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        entries.append((rel, size, digest.hexdigest()))
+    return entries
+
+
+def write_verdict(
+    output_uri: str,
+    *,
+    model_uri: str,
+    metric: str,
+    value: float,
+    threshold: float,
+    comparison: str,
+    passed: bool,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Hash the model's files now (after anything the evaluation wrote next to them) and write the record to
+    ``<output_uri>/verdict.json``; returns it."""
+    entries = model_entries(model_uri)
+    record = {
+        "format": boundary.VERDICT_FORMAT,
+        "metric": metric,
+        "value": value,
+        "threshold": threshold,
+        "comparison": comparison,
+        "passed": bool(passed),
+        "model_uri": model_uri,
+        "model_fingerprint": boundary.model_fingerprint(entries),
+        "model_files": len(entries),
+        "details": details or {},
+    }
+    uris.write_json(uris.join(output_uri, boundary.VERDICT_FILE), record)
+    return record

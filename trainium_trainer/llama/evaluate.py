@@ -1,0 +1,89 @@
+"""Evaluate a fine-tuned model against its base on the held-out blocks of the same data set.
+
+Writes ``evaluation.json`` to ``--output-uri``: both losses and perplexities and ``improved`` (the
+fine-tuned loss beats the base's by more than ``--min-improvement``). Without a base model the
+reference is the seeded random initialization of the same architecture. Then the verdict record
+(``trainium_trainer.common.verdict``) next to it: promotion reads that record, whatever Airflow's task states say.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+
+from trainium_trainer import boundary
+from trainium_trainer.common import uri as uris
+from trainium_trainer.common.device import init_runtime
+from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.inputs import check_input
+from trainium_trainer.common.verdict import write_verdict
+from trainium_trainer.llama.data import load_blocks, read_index
+from trainium_trainer.llama.hf_checkpoint import HFCheckpoint
+from trainium_trainer.llama.model import base_model, build_config
+from trainium_trainer.llama.train import evaluate_loss
+
+log = logging.getLogger("trainer")
+
+
+def model_loss(model_uri: str | None, like_uri: str, data_uri: str, runtime, batch_size: int, vocab: int) -> float:
+    checkpoint = HFCheckpoint(model_uri) if model_uri else None
+    config = build_config("tiny", vocab, checkpoint or HFCheckpoint(like_uri))
+    model = base_model(config, 0, checkpoint)
+    blocks = load_blocks(data_uri, "eval")
+    if len(blocks) == 0:
+        blocks = load_blocks(data_uri, "train")
+    return evaluate_loss(model.to(runtime.device), blocks, runtime, batch_size)
+
+
+@exits_on_bad_input
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model-uri", required=True)
+    p.add_argument("--base-model-uri", default=None)
+    p.add_argument("--data-uri", required=True)
+    p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--min-improvement", type=float, default=0.0, help="required drop in eval loss")
+    p.add_argument("--compile-cache-uri", default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if not args.output_uri:
+        raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
+    check_input("--base-model-uri", args.base_model_uri)
+    runtime = init_runtime(args.compile_cache_uri)
+    vocab = int(read_index(args.data_uri)["vocab_size"])
+    loss = model_loss(args.model_uri, args.model_uri, args.data_uri, runtime, args.batch_size, vocab)
+    base_loss = model_loss(args.base_model_uri, args.model_uri, args.data_uri, runtime, args.batch_size, vocab)
+    result = {
+        "model_uri": args.model_uri,
+        "base_model_uri": args.base_model_uri,
+        "data_uri": args.data_uri,
+        "eval_loss": round(loss, 6),
+        "base_eval_loss": round(base_loss, 6),
+        "perplexity": round(math.exp(min(loss, 50)), 4),
+        "base_perplexity": round(math.exp(min(base_loss, 50)), 4),
+        "min_improvement": args.min_improvement,
+        "improved": bool(loss < base_loss - args.min_improvement),
+    }
+    uris.write_json(uris.join(args.output_uri, boundary.EVALUATION_FILE), result)
+    log.info("evaluation %s", json.dumps(result, sort_keys=True))
+    verdict = write_verdict(
+        args.output_uri,
+        model_uri=args.model_uri,
+        metric="eval_loss",
+        value=result["eval_loss"],
+        threshold=round(base_loss - args.min_improvement, 6),
+        comparison="<",
+        passed=result["improved"],
+        details=result,
+    )
+    log.info(
+        "verdict: %s for model files %s", "passed" if verdict["passed"] else "failed", verdict["model_fingerprint"][:12]
+    )
+
+
+if __name__ == "__main__":
+    main()
