@@ -71,6 +71,10 @@ class TrainiumConfig:
     #: different drivers, so the hosts of each queue or cluster pin their own (``airflow trainium configure``
     #: writes one entry per instance type the stacks run).
     neuron_driver_versions: dict[str, str] = field(default_factory=dict)
+    #: Experiment trackers a training run is exported to after it succeeds (``trackers``); None: off.
+    mlflow_tracking_uri: str | None = None
+    mlflow_experiment: str | None = None
+    tensorboard_logdir: str | None = None
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:

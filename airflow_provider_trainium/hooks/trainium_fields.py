@@ -142,6 +142,24 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "description": "How NeuronImageBuildOperator builds images; empty picks one (auto).",
         "schema": {"type": ["string", "null"], "enum": ["docker", "buildah", "codebuild", None]},
     },
+    "mlflow_tracking_uri": {
+        "label": "MLflow tracking URI",
+        "description": "Tracking server (http://host:5000) every training run is exported to after it succeeds: "
+        "params, per-step metrics, cost and final evaluation (needs airflow-provider-trainium[mlflow]). "
+        "Empty: no MLflow export.",
+        "schema": _OPTIONAL_STRING,
+    },
+    "mlflow_experiment": {
+        "label": "MLflow experiment",
+        "description": "Experiment the runs go to, created if missing; default: the DAG id.",
+        "schema": _OPTIONAL_STRING,
+    },
+    "tensorboard_logdir": {
+        "label": "TensorBoard log dir",
+        "description": "s3://bucket/prefix or file:///path each training run writes a TensorBoard event file "
+        "under (<dag_id>/<run>/<task_id>; needs airflow-provider-trainium[tensorboard]). Empty: none.",
+        "schema": {**_OPTIONAL_STRING, "pattern": r"^(s3|file)://.+"},
+    },
 }
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {

@@ -19,12 +19,29 @@ class NeuronTrainingOperator(NeuronJobOperator):
 
     The trainer writes ``metrics.json`` to the output URI; its summary (accuracy, samples/s, XLA graphs
     compiled) is logged and pushed so downstream tasks and the UI can see it.
+
+    :param mlflow_tracking_uri: export the succeeded run (params, per-step metrics, cost, final metrics) to
+        this MLflow tracking server; default: the ``trainium`` connection's, else none (``trackers``).
+    :param mlflow_experiment: the MLflow experiment; default: the connection's, else the DAG id.
+    :param tensorboard_logdir: write a TensorBoard event file under this ``file://`` or ``s3://`` folder;
+        default: the connection's, else none. An export that fails is a warning, never the task's failure.
     """
 
-    def __init__(self, *, metrics_file: str = "metrics.json", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        metrics_file: str = "metrics.json",
+        mlflow_tracking_uri: str | None = None,
+        mlflow_experiment: str | None = None,
+        tensorboard_logdir: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("distributed", True)
         super().__init__(**kwargs)
         self.metrics_file = metrics_file
+        self.mlflow_tracking_uri = mlflow_tracking_uri
+        self.mlflow_experiment = mlflow_experiment
+        self.tensorboard_logdir = tensorboard_logdir
 
     def build_spec(self, context: Context, config: TrainiumConfig, compute: str) -> JobSpec:
         spec = super().build_spec(context, config, compute)
@@ -52,5 +69,21 @@ class NeuronTrainingOperator(NeuronJobOperator):
 
     def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
         output_uri = super().on_success(context, spec, handle)
-        self.load_metrics(context, output_uri)
+        summary = self.load_metrics(context, output_uri)
+        self.export_to_trackers(context, spec, summary)
         return output_uri
+
+    def export_to_trackers(self, context: Context, spec: JobSpec, summary: dict[str, Any]) -> None:
+        """The run to MLflow and TensorBoard when configured; a failure is only a warning."""
+        from airflow_provider_trainium.trackers.export import export_training_run
+        from airflow_provider_trainium.trackers.settings import TrackerSettings
+
+        config = self.config()
+        settings = TrackerSettings.resolve(
+            config,
+            mlflow_tracking_uri=self.mlflow_tracking_uri,
+            mlflow_experiment=self.mlflow_experiment,
+            tensorboard_logdir=self.tensorboard_logdir,
+        )
+        if settings.enabled:
+            export_training_run(context, spec, self.prepare(context).compute, config, settings, summary, self.log)
