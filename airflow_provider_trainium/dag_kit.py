@@ -294,6 +294,7 @@ def preflight(config: TrainiumConfig, params: Mapping[str, Any]) -> None:
         compute=str(params.get("compute") or "auto"),
         image=params.get("image") or None,
         stack=str(params.get("stack") or "auto"),
+        capacity_reservation=params.get("capacity_reservation") or None,
     )
     log = logging.getLogger(__name__)
     for result in results:

@@ -19,9 +19,23 @@ from typing import Any
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.catalog import CATALOG
 
-#: Fields that describe the Airflow side, not the stack: they never come from an output.
+#: Fields that describe the Airflow side, not the stack: they never come from an output. ``capacity_reservations``
+#: is set by hand: a stack's reservation is its ``CapacityReservationId`` parameter, not an output; the
+#: trackers (MLflow, TensorBoard) are the platform's own services.
 NOT_FROM_STACK = frozenset(
-    {"configured", "aws_conn_id", "image", "image_builder", "allowed_input_prefixes", "prices", "prices_file"}
+    {
+        "configured",
+        "aws_conn_id",
+        "image",
+        "image_builder",
+        "allowed_input_prefixes",
+        "prices",
+        "prices_file",
+        "capacity_reservations",
+        "mlflow_tracking_uri",
+        "mlflow_experiment",
+        "tensorboard_logdir",
+    }
 )
 
 #: Fields built from several outputs (:func:`_driver_fields`), not from the one output of their name.

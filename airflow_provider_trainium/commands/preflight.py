@@ -25,6 +25,13 @@ def options() -> tuple[Option, ...]:
         Option(("--instance-type",), {"default": "trn1.2xlarge", "choices": sorted(CATALOG), "help": "instance type"}),
         Option(("--nodes",), {"type": int, "default": 1, "help": "number of instances"}),
         Option(("--compute",), {"default": "auto", "choices": compute_choices(), "help": "compute backend"}),
+        Option(
+            ("--capacity-reservation",),
+            {
+                "metavar": "cr-ID",
+                "help": "check the queue or cluster the connection's capacity_reservations maps it to",
+            },
+        ),
         Option(("--image",), {"help": "image to run (default: the connection's; none: the DAG builds one)"}),
         Option(("--conn-id",), {"default": DEFAULT_CONN_ID, "help": "the trainium connection"}),
         Option(
@@ -66,7 +73,12 @@ def results_for(args: argparse.Namespace) -> list[Any]:
     except Exception as err:  # an unknown connection id, extras the schema refuses
         return [check_layout_rules(args.instance_type, args.nodes), error("connection", f"{args.conn_id}: {err}")]
     return run_preflight(
-        config, instance_type=args.instance_type, nodes=args.nodes, compute=args.compute, image=args.image
+        config,
+        instance_type=args.instance_type,
+        nodes=args.nodes,
+        compute=args.compute,
+        image=args.image,
+        capacity_reservation=getattr(args, "capacity_reservation", None),
     )
 
 

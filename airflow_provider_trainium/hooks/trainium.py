@@ -52,6 +52,9 @@ class TrainiumConfig:
     ecs_execution_role_arn: str | None = None
     job_role_arn: str | None = None
     batch_job_queues: dict[str, str] = field(default_factory=dict)
+    #: Reservation id (``cr-...``) -> where its jobs go: ``batch_job_queue``, ``ecs_cluster`` and
+    #: ``ecs_capacity_provider`` of the stack launched into it (``compute.reservations`` reads it).
+    capacity_reservations: dict[str, dict[str, str]] = field(default_factory=dict)
     subnets: tuple[str, ...] = ()
     security_groups: tuple[str, ...] = ()
     ecr_repository: str | None = None

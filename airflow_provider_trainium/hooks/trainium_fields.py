@@ -15,6 +15,8 @@ _ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]+:role/.+$"
 #: An ``aws-neuronx-dkms`` version, the templates' AllowedPattern for their driver parameters.
 _DRIVER_VERSION = r"^[0-9]+(\.[0-9]+)+$"
 _ID_LIST = {"type": ["array", "string", "null"], "items": {"type": "string", "minLength": 1}}
+#: An EC2 Capacity Reservation (or Capacity Block for ML) id; ``neuron.spec`` checks a job's with the same pattern.
+CAPACITY_RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
 
 #: field -> {label, description, schema}; the format of provider.yaml's ``conn-fields``.
 CONN_FIELDS: dict[str, dict[str, Any]] = {
@@ -61,6 +63,27 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
             "type": ["object", "null"],
             "propertyNames": {"pattern": r"^trn[0-9][a-z0-9-]*\.[0-9]*x?large$"},
             "additionalProperties": {"type": "string", "minLength": 1},
+        },
+    },
+    "capacity_reservations": {
+        "label": "Capacity reservations",
+        "description": "Where the jobs of each capacity reservation go (one CloudFormation stack per reservation): "
+        'reservation id -> {"batch_job_queue": name or ARN} for Batch, {"ecs_cluster": ..., '
+        '"ecs_capacity_provider": ...} for ECS, e.g. {"cr-0123456789abcdef0": {"batch_job_queue": '
+        '"trainium-cb-trn1"}}. A job with capacity_reservation runs there; one this map lacks is refused.',
+        "schema": {
+            "type": ["object", "null"],
+            "propertyNames": {"pattern": CAPACITY_RESERVATION_ID},
+            "additionalProperties": {
+                "type": "object",
+                "minProperties": 1,
+                "properties": {
+                    "batch_job_queue": {"type": "string", "minLength": 1},
+                    "ecs_cluster": {"type": "string", "minLength": 1},
+                    "ecs_capacity_provider": {"type": "string", "minLength": 1},
+                },
+                "additionalProperties": False,
+            },
         },
     },
     "subnets": {

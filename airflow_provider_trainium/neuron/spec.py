@@ -34,6 +34,8 @@ UNSUPPORTED_TENSOR_PARALLEL: dict[tuple[str, int], str] = {
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+#: An EC2 Capacity Reservation or Capacity Block id (the connection schema's ``CAPACITY_RESERVATION_ID``).
+CAPACITY_RESERVATION_RE = re.compile(r"^cr-[0-9a-f]{8,17}$")
 
 #: What a job's env may not set, because the contract or the platform sets it: what runs and where it looks for
 #: code (``PATH``, ``PYTHONPATH``, the dynamic loader), torchrun's per-rank variables, and what AWS Batch and ECS
@@ -125,6 +127,9 @@ class JobSpec:
     secrets: dict[str, str] = field(default_factory=dict)
     #: Keep every node's output and checkpoint folder (under ``node-<i>/``); default: node 0's only.
     all_nodes_outputs: bool = False
+    #: The EC2 Capacity Reservation (``cr-...``) the job runs on: the backend sends it to the queue or cluster the
+    #: connection's ``capacity_reservations`` maps it to (``compute.reservations``); None: the default ones.
+    capacity_reservation: str | None = None
 
     @property
     def runs_user_code(self) -> bool:
@@ -159,7 +164,13 @@ class JobSpec:
         if data["stack"] == boundary.STACK_XLA:
             del data["stack"]
         # fields that came later only when set, so an older spec keeps its content hash
-        for later, default in (("command", []), ("code_uri", None), ("secrets", {}), ("all_nodes_outputs", False)):
+        for later, default in (
+            ("command", []),
+            ("code_uri", None),
+            ("secrets", {}),
+            ("all_nodes_outputs", False),
+            ("capacity_reservation", None),
+        ):
             if data[later] == default:
                 del data[later]
         return data
@@ -259,6 +270,11 @@ class JobSpec:
             found.append(f"workload {self.workload!r} is not one of: {', '.join(WORKLOADS)}")
         if not isinstance(self.timeout_seconds, int) or not (60 <= self.timeout_seconds <= MAX_TIMEOUT_SECONDS):
             found.append(f"timeout_seconds must be between 60 and {MAX_TIMEOUT_SECONDS}, got {self.timeout_seconds!r}")
+        if self.capacity_reservation is not None and not CAPACITY_RESERVATION_RE.match(str(self.capacity_reservation)):
+            found.append(
+                f"capacity_reservation {self.capacity_reservation!r} is not a capacity reservation id "
+                "('cr-' and 8 to 17 hex digits, e.g. cr-0123456789abcdef0)"
+            )
         for name in ("checkpoint_uri", "output_uri", "code_uri"):
             uri = getattr(self, name)
             if uri is not None and uri.split("://", 1)[0] not in URI_SCHEMES:

@@ -115,6 +115,7 @@ class NeuronCompileOperator(NeuronTrainingOperator):
         self.skip_if_cached = skip_if_cached
         self.compiler_version = compiler_version
         self.cache_key_extra = cache_key_extra
+        self._compiled: dict[str, Any] | None = None
 
     # -- the trial's spec (built fresh each try; the operator's own fields are never changed) ---------------
     def cache_uri(self, context: Context, config: TrainiumConfig) -> str:
@@ -218,6 +219,7 @@ class NeuronCompileOperator(NeuronTrainingOperator):
                     record.get("created"),
                 )
                 context["ti"].xcom_push(key="metrics", value=record.get("metrics", {}))
+                self._compiled = {"uri": cache, "key": key, "skipped": True}
                 return {"compile_cache_uri": cache, "cache_key": key, "skipped": True, **record.get("metrics", {})}
         return super().execute(context)
 
@@ -248,7 +250,26 @@ class NeuronCompileOperator(NeuronTrainingOperator):
         }
         write_key_record(cache, key, record, self._aws_conn(cache))
         self.log.info("recorded compile cache key %s at %s", key, key_record_uri(cache, key))
+        self._compiled = {"uri": cache, "key": key, "skipped": False}
         return {"compile_cache_uri": cache, "cache_key": key, "skipped": False, **metrics}
+
+    def pre_execute(self, context: Any) -> None:
+        self._compiled = None
+        super().pre_execute(context)
+
+    # -- lineage: the cache is what the trial makes ---------------------------------------------------
+    def lineage_locations(self, spec: JobSpec) -> tuple[list[str], list[str]]:
+        """The trial reads the training run's data and models and writes the compile cache (and its metrics); a
+        skipped trial wrote nothing, its cache is only read."""
+        inputs, _ = super().lineage_locations(spec)
+        cache = self._cache(spec)
+        if self._compiled is not None and self._compiled["skipped"]:
+            return inputs, []
+        return [uri for uri in inputs if uri != cache], [cache, str(spec.output_uri)]
+
+    def lineage_compile_cache(self, spec: JobSpec) -> dict[str, Any] | None:
+        """The cache with the key this try recorded or found, and whether the trial was skipped."""
+        return self._compiled or super().lineage_compile_cache(spec)
 
 
 def default_compile_cache_uri(config: TrainiumConfig, dag_id: str) -> str:

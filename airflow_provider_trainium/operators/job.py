@@ -98,6 +98,10 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
         or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).
+    :param capacity_reservation: an EC2 Capacity Reservation or Capacity Block id (``cr-...``): the job goes to the
+        Batch queue, or ECS cluster and capacity provider, the connection's ``capacity_reservations`` maps it to
+        (the stack launched into it). One the map lacks fails the task before anything starts; local compute
+        ignores it. None: the default queue or cluster.
     :param stack: the training stack, ``xla`` or ``native``; ``auto`` (default) lets the instance family choose
         (``xla`` on Trn1, ``native`` on Trn2/Trn3). The Neuron release table decides (``neuron.releases``); a
         stack the family cannot train fails the task before anything is submitted, without retries.
@@ -129,6 +133,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         "processes_per_node",
         "stack",
         "compute",
+        "capacity_reservation",
         "image",
         "output_uri",
         "checkpoint_uri",
@@ -159,6 +164,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         distributed: bool = True,
         workload: str = "default",
         compute: str = "auto",
+        capacity_reservation: str | None = None,
         stack: str = "auto",
         image: str | None = None,
         output_uri: str | None = None,
@@ -192,6 +198,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self.distributed = distributed
         self.workload = workload
         self.compute = compute
+        self.capacity_reservation = capacity_reservation
         self.stack = stack
         self.image = image
         self.output_uri = output_uri
@@ -212,6 +219,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         self._backend: ComputeBackend | None = None
         self._handle: JobHandle | None = None
         self._result: Any = _UNSET
+        self._cost: dict[str, Any] | None = None
         if str(compute) in backends():
             # a literal backend declares only its own links (none on local: no empty "Extra Links" section)
             self.operator_extra_links = backend_links(str(compute))
@@ -306,6 +314,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             command=tuple(self.command),
             secrets=dict(self.secrets),
             all_nodes_outputs=bool(self.all_nodes_outputs),
+            capacity_reservation=str(self.capacity_reservation or "").strip() or None,
         )
         if spec.runs_user_code:
             spec = spec.with_changes(
@@ -453,6 +462,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         Also forgets what an earlier try prepared (an operator object may serve several tries).
         """
         self._config, self._node_count, self._prepared, self._result = None, None, None, _UNSET
+        self._handle, self._cost = None, None
         push_record(context)
         super().pre_execute(context)
 
@@ -571,6 +581,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             return None
         context["ti"].xcom_push(key="trainium_cost", value=record)
         self.log.info("%s", cost_line(record))
+        self._cost = record
         return record
 
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
@@ -595,3 +606,63 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         if self._backend is not None and self._handle is not None:
             self.log.info("task killed: cancelling job %s", self._handle.job_id)
             self._backend.cancel(self._handle, "Airflow task was killed")
+
+    # -- lineage (OpenLineage; the [openlineage] extra) -------------------------------------------------
+    def lineage_locations(self, spec: JobSpec) -> tuple[list[str], list[str]]:
+        """What the job read (the data and models its arguments name, the compile cache it starts from) and what
+        it wrote (its output folder and checkpoints, which the registry's lineage names as its inputs)."""
+        from airflow_provider_trainium.operators.lineage import flag_values
+
+        cache = spec.env.get(boundary.ENV_COMPILE_CACHE_URI)
+        return [*flag_values(spec.args), *([cache] if cache else [])], [str(spec.output_uri), spec.checkpoint_uri or ""]
+
+    def lineage_compile_cache(self, spec: JobSpec) -> dict[str, Any] | None:
+        """The compile cache's part of the run facet (the compile operator adds the key it recorded)."""
+        cache = spec.env.get(boundary.ENV_COMPILE_CACHE_URI)
+        return {"uri": cache} if cache else None
+
+    def describe_lineage(self) -> Any:
+        """This try's job as a ``lineage.JobLineage``, from what ``prepare`` and the wait kept (None: nothing was
+        prepared, e.g. bad input failed the task first)."""
+        prepared = self._prepared
+        if prepared is None:
+            return None
+        from airflow_provider_trainium.operators.lineage import (
+            JobLineage,
+            cost_details,
+            image_details,
+            unique_locations,
+        )
+
+        spec = prepared.spec
+        backend = self.backend_for(prepared.compute)
+        inputs, outputs = self.lineage_locations(spec)
+        layout = {
+            "instanceType": spec.instance_type,
+            "nodes": spec.nodes,
+            "processesPerNode": spec.nproc_per_node,
+            "neuronCoresPerNode": spec.instance.neuron_cores,
+            "worldSize": spec.world_size,
+            "tensorParallelSize": spec.tensor_parallel_size,
+            "stack": spec.stack,
+            "workload": spec.workload,
+            "distributed": spec.distributed,
+        }
+        return JobLineage(
+            inputs=unique_locations(inputs),
+            outputs=unique_locations(outputs),
+            compute=prepared.compute,
+            job_name=prepared.job_name,
+            job_id=self._handle.job_id if self._handle is not None else None,
+            image=image_details(spec.image, backend.runs_image),
+            layout=layout,
+            cost=cost_details(self._cost, self.max_cost_usd),
+            compile_cache=self.lineage_compile_cache(spec),
+        )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs: the data and models the job read; outputs: what it wrote; run facet ``trainiumJob``: its image,
+        layout and cost. None without the OpenLineage provider; a failure to build them is only a warning."""
+        from airflow_provider_trainium.operators.lineage import operator_lineage
+
+        return operator_lineage(self.describe_lineage, self.log)

@@ -15,6 +15,8 @@ class Layout:
     compute: str
     #: The image to run: the caller's, else the connection's; None when the DAG builds one.
     image: str | None
+    #: The EC2 Capacity Reservation the run uses (``cr-...``): its mapped queue or cluster is checked.
+    capacity_reservation: str | None = None
 
     @property
     def remote(self) -> bool:

@@ -103,15 +103,22 @@ def run_preflight(
     compute: str,
     image: str | None,
     stack: str = "auto",
+    capacity_reservation: str | None = None,
 ) -> list[CheckResult]:
     """Every check of :data:`CHECKS` for this layout, each ok / warning / error with its reason.
 
     ``image`` defaults to the connection's; with neither, the DAG is expected to build one. AWS is asked
     only for remote compute, through the amazon provider's hooks with the connection's ``aws_conn_id``.
+    With ``capacity_reservation`` the queue or cluster its ``capacity_reservations`` entry names is checked
+    (``preflight.reservation``); a reservation without one is the ``connection`` check's error.
     """
     layout_result = guarded("layout", lambda: neuron.check_layout_rules(instance_type, nodes))
     backend, resolved = resolved_compute(config, compute, nodes)
-    layout = None if backend is None else Layout(instance_type, nodes, backend, image or config.image)
+    layout = (
+        None
+        if backend is None
+        else Layout(instance_type, nodes, backend, image or config.image, capacity_reservation or None)
+    )
     # a remote run's image carries its stack (and decides ``auto``), as in the operator; local compute has none
     job_image = layout.image if layout is not None and layout.remote else None
     stack_result = guarded("stack", lambda: neuron.check_stack(str(stack or "auto"), instance_type, job_image))
@@ -125,5 +132,12 @@ def run_preflight(
     if instance_type not in CATALOG:
         unknown = f"not checked: {instance_type} is not a Trainium instance type"
         return results + [warning(name, unknown) for name in CHECKS[len(results) :]]
+    from airflow_provider_trainium.preflight.reservation import routed_config
+
+    try:
+        config = routed_config(config, layout)
+    except ValueError as err:  # the job would be refused before submit: nothing else is worth asking
+        refused = f"not checked: capacity reservation {layout.capacity_reservation} has no route"
+        return results + [error("connection", str(err))] + [warning(n, refused) for n in CHECKS[len(results) + 1 :]]
     checks = remote_checks(config, layout)
     return results + [guarded(name, checks[name]) for name in CHECKS[len(results) :]]

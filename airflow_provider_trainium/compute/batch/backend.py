@@ -86,7 +86,12 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         return TrainiumBatchHook(aws_conn_id=self.config.aws_conn_id, region_name=self.config.region_name)
 
     # -- what to submit ---------------------------------------------------------------------------------
-    def job_queue(self, instance_type: str) -> str:
+    def job_queue(self, instance_type: str, capacity_reservation: str | None = None) -> str:
+        """The queue of the job's reservation (``capacity_reservations``), else of its instance type."""
+        if capacity_reservation:
+            from airflow_provider_trainium.compute.reservations import reservation_route
+
+            return str(reservation_route(self.config, capacity_reservation, self.name).batch_job_queue)
         queue = self.config.batch_job_queues.get(instance_type)
         if not queue:
             known = ", ".join(sorted(self.config.batch_job_queues)) or "none"
@@ -106,7 +111,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         problem = remote_storage_problem(spec, self.config.artifact_root, self.name)
         if problem:
             raise BatchInputError(problem)
-        self.job_queue(spec.instance_type)
+        self.job_queue(spec.instance_type, spec.capacity_reservation)
         return definition
 
     def check_queue(self, queue: str, spec: JobSpec) -> None:
@@ -147,7 +152,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
         plan = self.plan(spec)
         definition = self.checked_definition(plan)
-        queue = self.job_queue(spec.instance_type)
+        queue = self.job_queue(spec.instance_type, spec.capacity_reservation)
         self.check_queue(queue, spec)
         spec_hash = spec.content_hash()
         request = defs.submit_request(
@@ -195,12 +200,18 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         """The queue's description; a :class:`BatchInputError` naming it when Batch has no such queue."""
         queues = self.hook.client.describe_job_queues(jobQueues=[queue]).get("jobQueues", [])
         if not queues:
-            raise BatchInputError(f"AWS Batch has no job queue {queue!r} (batch_job_queues of the trainium connection)")
+            raise BatchInputError(
+                f"AWS Batch has no job queue {queue!r} (batch_job_queues or capacity_reservations of the trainium "
+                "connection)"
+            )
         return queues[0]
 
     def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
-        """The newest job with this name and these tags on any of the connection's queues, in any status."""
-        queues = sorted(set(self.config.batch_job_queues.values()))
+        """The newest job with this name and these tags on any of the connection's queues (a reservation's
+        included), in any status."""
+        from airflow_provider_trainium.compute.reservations import reserved_batch_queues
+
+        queues = sorted(set(self.config.batch_job_queues.values()) | reserved_batch_queues(self.config))
         summaries = [s for queue in queues for s in self.jobs_named(queue, job_name)]
         if not summaries:
             return None

@@ -89,7 +89,7 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         self.cluster: str = config.ecs_cluster  # type: ignore[assignment]
         self.poll_interval_seconds = poll_interval_seconds
         self.placement_timeout_seconds = placement_timeout_seconds
-        self._cluster_checked = False
+        self._clusters_checked: set[str] = set()
 
     @classmethod
     def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> EcsBackend:
@@ -116,8 +116,25 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         """Everything about the connection and ``spec`` that rules out ECS, before any API call."""
         self.check_spec(spec)
 
+    def target(self, spec: JobSpec) -> tuple[str, str | None]:
+        """(cluster, capacity provider) of the job: its reservation's (``capacity_reservations``), else the
+        connection's ``ecs_cluster`` and ``ecs_capacity_provider``."""
+        if spec.capacity_reservation:
+            from airflow_provider_trainium.compute.reservations import reservation_route
+
+            route = reservation_route(self.config, spec.capacity_reservation, self.name)
+            return str(route.ecs_cluster), route.ecs_capacity_provider
+        return self.cluster, self.config.ecs_capacity_provider
+
     def check_spec(self, spec: JobSpec) -> None:
+        from airflow_provider_trainium.compute.reservations import ReservationError
+
         problems = spec.problems()
+        if spec.capacity_reservation and not problems:
+            try:
+                self.target(spec)
+            except ReservationError as err:
+                problems.append(str(err))
         if spec.nodes > 1:
             problems.append(
                 f"compute='ecs' runs one instance per job, but nodes={spec.nodes}: use compute='batch' "
@@ -138,13 +155,15 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         if problems:
             raise EcsInputError("cannot run on ECS: " + "; ".join(problems))
 
-    def check_cluster(self) -> None:
-        if self._cluster_checked:
+    def check_cluster(self, cluster: str | None = None) -> None:
+        cluster = cluster or self.cluster
+        if cluster in self._clusters_checked:
             return
-        problem = self.hook.cluster_problem(self.cluster)
+        problem = self.hook.cluster_problem(cluster)
         if problem:
-            raise EcsInputError(f"{problem}; check ecs_cluster in the trainium connection")
-        self._cluster_checked = True
+            field = "ecs_cluster" if cluster == self.cluster else "capacity_reservations"
+            raise EcsInputError(f"{problem}; check {field} in the trainium connection")
+        self._clusters_checked.add(cluster)
 
     def settings(self, spec: JobSpec) -> EcsTaskSettings:
         return EcsTaskSettings(
@@ -158,13 +177,15 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     def run_task_request(
         self, plan: ContainerPlan, task_definition_arn: str, job_name: str, tags: dict[str, str]
     ) -> dict[str, Any]:
-        """RunTask arguments: capacity provider strategy when the connection names one, else EC2."""
+        """RunTask arguments on the job's cluster: capacity provider strategy when the connection (or the job's
+        reservation) names one, else EC2."""
         spec = plan.spec
+        cluster, provider = self.target(spec)
         network: dict[str, Any] = {"subnets": list(self.config.subnets), "assignPublicIp": "DISABLED"}
         if self.config.security_groups:
             network["securityGroups"] = list(self.config.security_groups)
         request: dict[str, Any] = {
-            "cluster": self.cluster,
+            "cluster": cluster,
             "taskDefinition": task_definition_arn,
             "count": 1,
             "startedBy": job_name,
@@ -176,15 +197,18 @@ class EcsBackend(WatchedBackend, ComputeBackend):
             ],
             "enableECSManagedTags": True,
         }
-        if self.config.ecs_capacity_provider:
-            request["capacityProviderStrategy"] = [{"capacityProvider": self.config.ecs_capacity_provider, "weight": 1}]
+        if provider:
+            request["capacityProviderStrategy"] = [{"capacityProvider": provider, "weight": 1}]
         else:
             request["launchType"] = "EC2"
         return request
 
     # -- ComputeBackend -----------------------------------------------------------------------------
-    def handle_for(self, task: dict[str, Any], job_name: str, spec_hash: str | None = None) -> JobHandle:
-        """The handle of ``task``; its spec hash from the task's tags unless given (RunTask may omit tags)."""
+    def handle_for(
+        self, task: dict[str, Any], job_name: str, spec_hash: str | None = None, cluster: str | None = None
+    ) -> JobHandle:
+        """The handle of ``task`` (on ``cluster``, default the connection's); its spec hash from the task's tags
+        unless given (RunTask may omit tags)."""
         arn = task["taskArn"]
         if spec_hash is None:
             spec_hash = next((t["value"] for t in task.get("tags") or [] if t.get("key") == SPEC_HASH_TAG), None)
@@ -193,7 +217,7 @@ class EcsBackend(WatchedBackend, ComputeBackend):
             job_id=arn,
             job_name=job_name,
             details={
-                "cluster": self.cluster,
+                "cluster": cluster or self.cluster,
                 "task_id": task_id(arn),
                 "task_definition_arn": task.get("taskDefinitionArn"),
                 "region_name": self.region_name,
@@ -205,22 +229,41 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         )
 
     def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
+        """The task an earlier try started, on the connection's cluster or any reservation's."""
+        from airflow_provider_trainium.compute.reservations import reserved_ecs_clusters
+
         self.check_cluster()
-        tasks = self.hook.tasks_started_by(self.cluster, job_name)
-        if not tasks:
+        found = [(task, self.cluster) for task in self.hook.tasks_started_by(self.cluster, job_name)]
+        for cluster in sorted(reserved_ecs_clusters(self.config) - {self.cluster}):
+            found += [(task, cluster) for task in self.reserved_tasks(cluster, job_name)]
+        if not found:
             return None
 
-        def rank(task: dict[str, Any]) -> tuple[bool, float]:
-            created = task.get("createdAt")
-            return (task.get("lastStatus") != STOPPED, created.timestamp() if created else 0.0)
+        def rank(item: tuple[dict[str, Any], str]) -> tuple[bool, float]:
+            created = item[0].get("createdAt")
+            return (item[0].get("lastStatus") != STOPPED, created.timestamp() if created else 0.0)
 
-        return self.handle_for(max(tasks, key=rank), job_name)
+        task, cluster = max(found, key=rank)
+        return self.handle_for(task, job_name, cluster=cluster)
+
+    def reserved_tasks(self, cluster: str, job_name: str) -> list[dict[str, Any]]:
+        """The tasks with this ``startedBy`` on a reservation's cluster; none when ECS has no such cluster (no
+        task can run there, and the job of a reservation mapped to it is refused at its own check)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            return self.hook.tasks_started_by(cluster, job_name)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ClusterNotFoundException":
+                return []
+            raise
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
         from airflow_provider_trainium.compute.capacity import refuse_unplaceable
 
         self.check_spec(spec)
-        self.check_cluster()
+        cluster, _ = self.target(spec)
+        self.check_cluster(cluster)
         refuse_unplaceable(self.config, spec.instance_type, spec.nodes, EcsInputError)
         plan = self.plan(spec)
         arn, _ = self.hook.ensure_task_definition(task_definition(plan, self.settings(spec)))
@@ -228,20 +271,19 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         tasks = response.get("tasks") or []
         if response.get("failures") or not tasks:
             raise EcsPlacementError(self.placement_message(spec, response.get("failures") or []))
-        return self.handle_for(tasks[0], job_name, spec.content_hash())
+        return self.handle_for(tasks[0], job_name, spec.content_hash(), cluster)
 
     def placement_message(self, spec: JobSpec, failures: list[dict[str, Any]]) -> str:
         reasons = [
             f"{f.get('reason')}: {PLACEMENT_REASONS.get(str(f.get('reason')), f.get('detail') or 'see ECS docs')}"
             for f in failures
         ] or ["RunTask returned no task and no failure"]
-        where = (
-            f"capacity provider {self.config.ecs_capacity_provider!r}"
-            if self.config.ecs_capacity_provider
-            else "its registered container instances"
-        )
+        cluster, provider = self.target(spec)
+        where = f"capacity provider {provider!r}" if provider else "its registered container instances"
+        if spec.capacity_reservation:
+            where += f" (capacity reservation {spec.capacity_reservation}, whose own state is not checked)"
         return (
-            f"ECS could not place the {spec.instance_type} task in cluster {self.cluster!r} ({'; '.join(reasons)}). "
+            f"ECS could not place the {spec.instance_type} task in cluster {cluster!r} ({'; '.join(reasons)}). "
             f"The task needs a whole {spec.instance_type} ({len(spec.instance.neuron_devices)} Neuron device(s)) "
             f"from {where}; check that the cluster has {spec.instance_type} capacity and nothing else running on it"
         )

@@ -261,6 +261,13 @@ class LocalBackend(ComputeBackend):
         problem = missing_trainer_extra(spec.entry_point, spec.stack)
         if problem:
             raise ValueError(problem)
+        if spec.capacity_reservation:
+            import logging
+
+            # a DAG that names a reservation still runs locally (a laptop has no reservation to use)
+            logging.getLogger(__name__).info(
+                "capacity reservation %s ignored: local compute runs on this machine", spec.capacity_reservation
+            )
         self.secret_values(spec, fresh=True)
 
     def secret_values(self, spec: JobSpec, *, fresh: bool = False) -> dict[str, str]:
