@@ -71,11 +71,7 @@ def reservation_route(config: TrainiumConfig, reservation: str, compute: str) ->
     )
 
 
-def reserved_batch_queues(config: TrainiumConfig) -> set[str]:
-    """Every Batch queue a reservation maps to: an earlier try's job may sit on any of them."""
-    return {e["batch_job_queue"] for e in config.capacity_reservations.values() if e.get("batch_job_queue")}
-
-
-def reserved_ecs_clusters(config: TrainiumConfig) -> set[str]:
-    """Every ECS cluster a reservation maps to: an earlier try's task may run on any of them."""
-    return {e["ecs_cluster"] for e in config.capacity_reservations.values() if e.get("ecs_cluster")}
+def mapped_targets(config: TrainiumConfig, key: str) -> set[str]:
+    """Every ``key`` (``batch_job_queue``, ``ecs_cluster``) a reservation maps to: an earlier try's job may sit on
+    any of them."""
+    return {entry[key] for entry in config.capacity_reservations.values() if entry.get(key)}

@@ -209,9 +209,9 @@ class BatchBackend(WatchedBackend, ComputeBackend):
     def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
         """The newest job with this name and these tags on any of the connection's queues (a reservation's
         included), in any status."""
-        from airflow_provider_trainium.compute.reservations import reserved_batch_queues
+        from airflow_provider_trainium.compute.reservations import mapped_targets
 
-        queues = sorted(set(self.config.batch_job_queues.values()) | reserved_batch_queues(self.config))
+        queues = sorted(set(self.config.batch_job_queues.values()) | mapped_targets(self.config, "batch_job_queue"))
         summaries = [s for queue in queues for s in self.jobs_named(queue, job_name)]
         if not summaries:
             return None

@@ -230,11 +230,11 @@ class EcsBackend(WatchedBackend, ComputeBackend):
 
     def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
         """The task an earlier try started, on the connection's cluster or any reservation's."""
-        from airflow_provider_trainium.compute.reservations import reserved_ecs_clusters
+        from airflow_provider_trainium.compute.reservations import mapped_targets
 
         self.check_cluster()
         found = [(task, self.cluster) for task in self.hook.tasks_started_by(self.cluster, job_name)]
-        for cluster in sorted(reserved_ecs_clusters(self.config) - {self.cluster}):
+        for cluster in sorted(mapped_targets(self.config, "ecs_cluster") - {self.cluster}):
             found += [(task, cluster) for task in self.reserved_tasks(cluster, job_name)]
         if not found:
             return None
