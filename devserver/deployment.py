@@ -236,6 +236,30 @@ class Deployment:
                 ages[component] = (now - datetime.fromisoformat(beat)).total_seconds()
         return ages
 
+    def scheduling_lags(self) -> dict[str, float]:
+        """``dag_id/run_id`` -> seconds since the scheduler last examined that running run, for every running run
+        of an unpaused DAG. A working scheduler examines each of them every loop (``last_scheduling_decision``),
+        so a lag of minutes means runs left waiting by a scheduler that still heartbeats. Empty while the
+        database does not answer."""
+        rows = self.postgres.query(
+            "SELECT dr.dag_id, dr.run_id, EXTRACT(EPOCH FROM now() - COALESCE(dr.last_scheduling_decision, "
+            "dr.start_date, dr.queued_at)) FROM dag_run dr JOIN dag d ON d.dag_id = dr.dag_id "
+            "WHERE dr.state = 'running' AND NOT d.is_paused AND NOT d.is_stale AND dr.run_after <= now()"
+        )
+        return {f"{dag_id}/{run_id}": float(lag) for dag_id, run_id, lag in rows or () if lag is not None}
+
+    def stuck(self, after: float) -> str | None:
+        """Why this deployment cannot make progress, if it has not for ``after`` seconds: a scheduler, triggerer
+        or DAG processor with no heartbeat, or a running run the scheduler no longer examines; None otherwise
+        (and while the database is down: an outage is not a hang)."""
+        for name, age in self.heartbeat_ages().items():
+            if age > after:
+                return f"{name} sent no heartbeat for {age:.0f} s"
+        for run, lag in self.scheduling_lags().items():
+            if lag > after:
+                return f"the scheduler has not examined the running run {run} for {lag:.0f} s"
+        return None
+
     def wait_healthy(self, timeout: float = 300, components: tuple[str, ...] = ("scheduler", "triggerer",
                      "dag_processor"), *, exit_fails: bool = True) -> None:  # fmt: skip
         """Until the health endpoint reports the database and ``components`` healthy; a component that exits

@@ -57,6 +57,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+#: A session left idle inside a transaction this long is ended by the server, its locks with it. A scheduler
+#: killed mid-transaction leaves its connection open in the LocalExecutor workers it forked (Airflow disposes
+#: the engine in a forked child with ``close=False``): its ``SELECT ... FOR UPDATE`` row locks on ``dag_run``
+#: then outlive it, and the next scheduler skips that run (``skip_locked``) for as long as those workers live.
+#: No Airflow component keeps a transaction idle for a minute in normal work.
+IDLE_IN_TRANSACTION_TIMEOUT = "60s"
+
+
 class PostgresCluster:
     """``initdb`` once, then ``pg_ctl start``/``stop``; the password lives next to the data, readable by its owner."""
 
@@ -78,6 +86,24 @@ class PostgresCluster:
     @property
     def url(self) -> str:
         return f"postgresql+psycopg2://{USER}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def query(self, sql: str) -> list[tuple] | None:
+        """The rows of one read-only statement on the Airflow database; None while the server does not answer."""
+        import psycopg2
+
+        try:
+            conn = psycopg2.connect(host="127.0.0.1", port=self.port, user=USER, password=self.password,
+                                    dbname=DATABASE, connect_timeout=5)  # fmt: skip
+        except (psycopg2.Error, OSError):
+            return None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return cur.fetchall()
+        except psycopg2.Error:
+            return None
+        finally:
+            conn.close()
 
     def _cmd(self, *args: str) -> list[str]:
         return ["runuser", "-u", self.run_as, "--", *args] if self.run_as else list(args)
@@ -109,7 +135,10 @@ class PostgresCluster:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.touch()
         self._own(self.log_file)
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data}"
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} "
+            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT}"
+        )
         subprocess.run(
             self._cmd(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_file), "-o", options,
                       "-w", "-t", "60", "start"),

@@ -11,6 +11,13 @@ kept its process but wrote nothing and scheduled nothing for an hour. The schedu
 dag-processor heartbeat into the database; one whose newest heartbeat is older than ``hung_after`` although
 it and the database have been up that long is killed, and so started again like a dead one.
 
+A scheduler can also stay up, heartbeat, and still schedule nothing: a running run whose row is locked by a
+dead scheduler's session is skipped by every later one. The scheduler is judged by progress as well: one that
+has left a running run unexamined for ``hung_after`` is killed like a hung one. The dead scheduler's session
+lives on in the LocalExecutor workers it forked; once they are idle (their task done, nobody left to feed them)
+they are killed, which ends that session and its locks (PostgreSQL also ends a session idle in a transaction
+after a minute: ``devserver.postgres.IDLE_IN_TRANSACTION_TIMEOUT``).
+
 ``make airflow`` runs ``Supervisor.run`` in its main thread; the e2e tests run it in a background thread, so
 their deployment heals the same way. ``supervise_once`` is one pass, with an injectable clock for tests.
 """
@@ -18,6 +25,7 @@ their deployment heals the same way. ``supervise_once`` is one pass, with an inj
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -80,6 +88,7 @@ class Supervisor:
         events: list[str] = []
         dep = self.deployment
         ages = dep.heartbeat_ages() if dep.running else {}  # an HTTP call: not under the lock
+        lags = dep.scheduling_lags() if dep.running and ages else {}  # a query: not under the lock either
         with dep.lock:
             if not dep.running:
                 return events
@@ -92,7 +101,8 @@ class Supervisor:
             for name, proc in list(dep.procs.items()):
                 alive = proc.poll() is None
                 self._check(name, alive, proc.pid, lambda n=name: self._restart(n), events, ready=db_up)
-            self._kill_hung(ages, events)
+            self._kill_hung(ages, lags, events)
+            self._reap_orphaned_workers(events)
         for line in events:
             print(f"{time.strftime('%H:%M:%S')} supervisor: {line}", file=self.out, flush=True)
         return events
@@ -137,22 +147,36 @@ class Supervisor:
         events.append(f"{name} started again (restart {watch.restarts})")
         return name == POSTGRES
 
-    def _kill_hung(self, ages: dict[str, float], events: list[str]) -> None:
-        """Kill each component whose heartbeat is older than ``hung_after`` while it and the database have
-        been up at least that long; the next pass sees it dead and starts it again."""
+    def _kill_hung(self, ages: dict[str, float], lags: dict[str, float], events: list[str]) -> None:
+        """Kill each component whose heartbeat is older than ``hung_after``, and a scheduler that has left a
+        running run unexamined that long, while it and the database have been up at least that long; the next
+        pass sees it dead and starts it again."""
         if self.db_up_since is None:
             return
         now = self.clock()
-        for name, age in ages.items():
+        reasons = {name: f"sent no heartbeat for {age:.0f} s" for name, age in ages.items() if age > self.hung_after}
+        stalled = {run: lag for run, lag in lags.items() if lag > self.hung_after}
+        if stalled and "scheduler" not in reasons:
+            run, lag = max(stalled.items(), key=lambda item: item[1])
+            reasons["scheduler"] = f"left the running run {run} unexamined for {lag:.0f} s"
+        for name, reason in reasons.items():
             proc, watch = self.deployment.procs.get(name), self.watches.get(name)
             if proc is None or watch is None or proc.poll() is not None or watch.pid != proc.pid:
                 continue
-            up_for = now - max(watch.started, self.db_up_since)
-            if age <= self.hung_after or up_for <= self.hung_after:
+            if now - max(watch.started, self.db_up_since) <= self.hung_after:
                 continue
             # the scheduler's task processes finish their tasks, as when it dies on its own
             self.deployment.kill(name, group=name not in KEEP_GROUP)
-            events.append(f"{name} sent no heartbeat for {age:.0f} s: killed as hung")
+            events.append(f"{name} {reason}: killed as hung")
+
+    def _reap_orphaned_workers(self, events: list[str]) -> None:
+        """Kill the idle LocalExecutor workers of schedulers that are gone: nobody hands them work any more, and
+        they hold the dead scheduler's database session open (with whatever row locks it had)."""
+        current = {proc.pid for proc in self.deployment.procs.values()}
+        for pid in orphaned_idle_workers(self.deployment.groups - current):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                events.append(f"idle executor worker {pid} of a dead scheduler killed (it held its session)")
 
     def _restart(self, name: str) -> None:
         dep = self.deployment
@@ -164,3 +188,26 @@ class Supervisor:
         with contextlib.suppress(OSError, ValueError):
             return int((self.deployment.postgres.data / "postmaster.pid").read_text().split("\n", 1)[0])
         return None
+
+
+#: The title Airflow's LocalExecutor gives a worker waiting for its next task (``setproctitle``).
+IDLE_WORKER_TITLE = ("LocalExecutor", "<idle>")
+
+
+def orphaned_idle_workers(groups: set[int]) -> list[int]:
+    """Pids of the idle LocalExecutor workers in ``groups`` (process groups whose leader is gone)."""
+    import psutil
+
+    found: list[int] = []
+    if not groups:
+        return found
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if os.getpgid(proc.pid) not in groups:
+                continue
+        except (ProcessLookupError, PermissionError):
+            continue
+        title = " ".join(proc.info["cmdline"] or [])
+        if IDLE_WORKER_TITLE[0] in title and title.rstrip().endswith(IDLE_WORKER_TITLE[1]):
+            found.append(proc.pid)
+    return found

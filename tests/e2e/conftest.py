@@ -94,21 +94,62 @@ class Api:
         return "\n".join(lines)
 
 
+#: The e2e tests' own DAGs, served beside the repository's (tests/e2e/dags).
+E2E_DAGS = Path(__file__).resolve().parent / "dags"
+#: The supervisor kills a scheduler that heartbeats no more, or leaves a running run unexamined, this long.
+HUNG_AFTER = 120.0
+#: A wait gives up on a deployment that has made no progress this long (the supervisor had its chance first):
+#: the test fails at once, and the next test gets a fresh deployment.
+STUCK_AFTER = 240.0
+#: Every test's ceiling; a stuck deployment fails its wait long before.
+TIMEOUT = 1200
+MNIST = "trainium_mnist_mlp"
+#: The shared MNIST run's epochs: long enough (about a minute of training on two busy cores) that the Trainium
+#: view's live test sees its stream grow; the DAG's accuracy gate (MIN_ACCURACY) is fixed in the DAG file.
+SHARED_EPOCHS = 100
+
+
+def _order(item: pytest.Item) -> int:
+    """The live test first (it watches the shared run train), then the tests that read that run once it has
+    finished, then the rest (which kill components, and so find no shared run in flight)."""
+    names = getattr(item, "fixturenames", ())
+    if "mnist_run" in names:
+        return 1
+    return 0 if "mnist_run_id" in names else 2
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Whole DAG runs on a busy 2-core machine outlast the suite's 15-minute per-test default (which also
-    covers starting the deployment in the first test)."""
-    for item in items:
-        if item.path.parent.name == "e2e" and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(2400))
+    """The e2e tests in ``_order`` (in the places they were collected in), each with ``TIMEOUT``."""
+    slots = [i for i, item in enumerate(items) if item.path.parent.name == "e2e"]
+    ordered = sorted((items[i] for i in slots), key=_order)
+    for i, item in zip(slots, ordered, strict=True):
+        items[i] = item
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TIMEOUT))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[pytest.TestReport]:
+    """A failed test that used the deployment leaves it for a fresh one: whatever broke stays with that test."""
+    report = yield
+    if report.failed and "lane" in getattr(item, "fixturenames", ()) and _LANE is not None:
+        _LANE.broken = f"{item.nodeid} failed"
+    return report
 
 
 def wait_for(condition, timeout: float, what: str, deployment: Deployment) -> Any:
-    """Poll ``condition`` until it returns something truthy; on timeout fail with the components' log tails."""
+    """Poll ``condition`` until it returns something truthy; fail at once when the deployment is stuck (see
+    ``Deployment.stuck``), and on timeout, each time with the components' log tails."""
     deadline = time.monotonic() + timeout
+    next_check = time.monotonic() + 10
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + 10
+            if reason := deployment.stuck(STUCK_AFTER):
+                pytest.fail(f"the deployment is stuck ({reason}) while waiting for {what}\n{deployment.tail()}")
         time.sleep(1)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{deployment.tail()}")
 
@@ -119,68 +160,170 @@ def wait_run(api: Api, deployment: Deployment, dag_id: str, run_id: str, timeout
     return state
 
 
-@pytest.fixture(scope="package")
-def supervisor() -> Iterator[Supervisor]:
-    """The deployment, started once and supervised as ``make airflow`` does (a component that dies is started
-    again, in a background thread); the start time goes to test-artifacts/deployment-start.txt, and the last
-    stop must keep its grace period."""
-    if (HOME / "deployment" / "state.json").exists():
-        stop_recorded(HOME)  # an earlier session that was killed
-    shutil.rmtree(HOME, ignore_errors=True)
-    HOME.mkdir(parents=True)
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
-    dep = Deployment(
-        HOME,
-        ui_port=free_port(),
-        base_env=base_env,
-        extra_env={
-            # Only the runs a test creates: unpausing the @daily fine-tune DAG must not start today's run.
-            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
-        },
-        extra_users={TRIGGER_USER: "user"},
-    )
-    started = time.perf_counter()
-    dep.start()
-    (ARTIFACTS / "deployment-start.txt").write_text(f"{time.perf_counter() - started:.1f} s\n")
-    sup = Supervisor(dep)
-    stop = threading.Event()
-    thread = threading.Thread(target=sup.run, args=(stop,), name="supervisor", daemon=True)
-    thread.start()
-    try:
-        yield sup
-    finally:
-        stop.set()
-        thread.join(timeout=120)
+def dags_folder(home: Path) -> Path:
+    """The deployment's DAG folder: links to the repository's DAG files and to the e2e tests' own."""
+    folder = home / "dags"
+    folder.mkdir(parents=True)
+    for source in [*sorted((REPO / "dags").glob("*.py")), *sorted(E2E_DAGS.glob("*.py"))]:
+        (folder / source.name).symlink_to(source)
+    return folder
+
+
+class Lane:
+    """The deployment the e2e tests share, started on first use and supervised as ``make airflow`` does (a
+    component that dies is started again, in a background thread). A test that fails marks it ``broken``: the
+    next test stops it and gets a fresh one, so one failure costs one test, never the lane. ``shared`` keeps
+    what tests share (the one MNIST run) for the deployment it was made on."""
+
+    def __init__(self) -> None:
+        self.supervisor: Supervisor | None = None
+        self.broken: str | None = None
+        self.generation = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._shared: dict[str, Any] = {}
+        self._apis: dict[str, Api] = {}
+
+    def current(self) -> Supervisor:
+        if self.supervisor is not None and self.broken:
+            print(f"e2e: a fresh deployment after: {self.broken}")
+            self.close()
+        if self.supervisor is None:
+            self._open()
+        assert self.supervisor is not None
+        return self.supervisor
+
+    def _open(self) -> None:
+        if (HOME / "deployment" / "state.json").exists():
+            stop_recorded(HOME)  # an earlier session that was killed
+        shutil.rmtree(HOME, ignore_errors=True)
+        HOME.mkdir(parents=True)
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
+        dep = Deployment(
+            HOME,
+            ui_port=free_port(),
+            base_env=base_env,
+            dags_folder=dags_folder(HOME),
+            extra_env={
+                # Only the runs a test creates: unpausing the @daily fine-tune DAG must not start today's run.
+                "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+                # the e2e DAGs' stdlib jobs (tests.e2e.jobs) are imported from the repository
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            },
+            extra_users={TRIGGER_USER: "user"},
+        )
         started = time.perf_counter()
-        dep.stop(grace=STOP_GRACE)
-        took = time.perf_counter() - started
+        dep.start()
+        (ARTIFACTS / "deployment-start.txt").write_text(f"{time.perf_counter() - started:.1f} s\n")
+        self.supervisor = Supervisor(dep, hung_after=HUNG_AFTER)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.supervisor.run, args=(self._stop,), name="supervisor",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+        self.generation += 1
+        self.broken = None
+        self._shared = {}
+        self._apis = {}
+
+    def close(self) -> float:
+        """Stop the deployment; how long the stop took."""
+        if self.supervisor is None:
+            return 0.0
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=120)
+        started = time.perf_counter()
+        self.supervisor.deployment.stop(grace=STOP_GRACE)
+        self.supervisor = None
+        return time.perf_counter() - started
+
+    def api(self, username: str) -> Api:
+        """The REST API as ``username``, logged in once per deployment."""
+        if username not in self._apis:
+            dep = self.current().deployment
+            self._apis[username] = Api(dep.url, username, dep.passwords[username])
+        return self._apis[username]
+
+    def shared(self, key: str, make: Any) -> Any:
+        """``make()``'s value, made once per deployment."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+
+_LANE: Lane | None = None
+
+
+@pytest.fixture(scope="session")
+def lane() -> Iterator[Lane]:
+    """The e2e tests' deployment lane; the last stop must keep its grace period (time in
+    test-artifacts/deployment-stop.txt)."""
+    global _LANE
+    _LANE = Lane()
+    try:
+        yield _LANE
+    finally:
+        took = _LANE.close()
+        _LANE = None
         (ARTIFACTS / "deployment-stop.txt").write_text(f"{took:.1f} s (grace {STOP_GRACE} s)\n")
         assert took <= STOP_GRACE + 1, f"the deployment's stop took {took:.0f} s of a {STOP_GRACE} s grace"
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture
+def supervisor(lane: Lane) -> Supervisor:
+    return lane.current()
+
+
+@pytest.fixture
 def deployment(supervisor: Supervisor) -> Deployment:
     return supervisor.deployment
 
 
-@pytest.fixture(scope="package")
-def api(deployment: Deployment) -> Api:
-    return Api(deployment.url, USERNAME, deployment.password)
+@pytest.fixture
+def api(lane: Lane, deployment: Deployment) -> Api:
+    return lane.api(USERNAME)
 
 
-@pytest.fixture(scope="package")
-def user_api(deployment: Deployment) -> Api:
+@pytest.fixture
+def user_api(lane: Lane, deployment: Deployment) -> Api:
     """The REST API as ``TRIGGER_USER`` (USER role), the account the security tests attack with."""
-    return Api(deployment.url, TRIGGER_USER, deployment.passwords[TRIGGER_USER])
+    return lane.api(TRIGGER_USER)
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture
 def registry(deployment: Deployment):
     """The deployment's model registry: the embedded default artifact root, ``file://<home>/trainium``."""
     from airflow_provider_trainium.registry import ModelRegistry
 
     return ModelRegistry((deployment.home / "trainium").as_uri())
+
+
+@pytest.fixture
+def mnist_run_id(lane: Lane, api: Api) -> str:
+    """The id of this deployment's one MNIST run on the DAG's success path (local compute,
+    ``SHARED_EPOCHS``), triggered through the REST API by the first test that asks for it."""
+
+    def trigger() -> str:
+        api.unpause(MNIST)
+        resp = api.trigger(MNIST, {"compute": "local", "epochs": SHARED_EPOCHS})
+        assert resp.status_code == 200, resp.text
+        return resp.json()["dag_run_id"]
+
+    return lane.shared("mnist", trigger)
+
+
+@pytest.fixture
+def mnist_run(lane: Lane, api: Api, deployment: Deployment, mnist_run_id: str) -> dict[str, Any]:
+    """That run, finished with success: its id, the ``train`` output URI and the registered version."""
+
+    def finish() -> dict[str, Any]:
+        state = wait_run(api, deployment, MNIST, mnist_run_id)
+        assert state == "success", api.task_states(MNIST, mnist_run_id)
+        return {"run_id": mnist_run_id, "output_uri": api.xcom(MNIST, mnist_run_id, "train"),
+                "version": api.xcom(MNIST, mnist_run_id, "register")["version"]}  # fmt: skip
+
+    return lane.shared("mnist-finished", finish)
 
 
 def training_processes(home: Path, entry_point: str) -> list[Any]:

@@ -40,9 +40,14 @@ def register_try(api, deployment, run_id: str) -> str:
     return api.log(MNIST, run_id, "register", ti["try_number"])
 
 
-@pytest.fixture(scope="module")
-def failed_mnist_run(deployment, api, user_api):
-    """A MNIST run by the USER whose evaluation failed the gate; the USER then marks ``evaluate`` success."""
+@pytest.fixture
+def failed_mnist_run(lane, deployment, api, user_api):
+    """A MNIST run by the USER whose evaluation failed the gate; the USER then marks ``evaluate`` success (one
+    per deployment, shared by the attacks here)."""
+    return lane.shared("mnist-failing", lambda: fail_and_mark_success(deployment, api, user_api))
+
+
+def fail_and_mark_success(deployment, api, user_api) -> str:
     api.unpause(MNIST)
     resp = user_api.trigger(MNIST, MNIST_FAILING)
     assert resp.status_code == 200, resp.text

@@ -1,35 +1,47 @@
-"""The REST API v2 against the PostgreSQL deployment: a run and refused confs (a USER's backfill with a cleared
-interval: tests/e2e/test_attacks.py)."""
+"""The REST API v2 against the PostgreSQL deployment: the shared MNIST run (triggered through it) and what it
+registered, and refused confs (a bad layout through the form: tests/e2e/test_ui.py; a USER's backfill with a
+cleared interval: tests/e2e/test_attacks.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import json
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
 import pytest
 
-from airflow_provider_trainium.compute.naming import job_name
-from tests.e2e.conftest import mnist_min_accuracy, wait_run
+from tests.e2e.conftest import MNIST, SHARED_EPOCHS, mnist_min_accuracy
 
 pytestmark = pytest.mark.slow
 
-MNIST = "trainium_mnist_mlp"
-# One epoch on the 8x8 digits reaches ~0.5 accuracy: enough to show a run through; the DAG's own
-# accuracy is covered by tests/e2e.
-# The DAG's default epochs: its accuracy gate (MIN_ACCURACY, fixed in the DAG file) is not a run param.
-MNIST_FAST = {"compute": "local"}
-MNIST_TASKS = ("prepare_data", "compile", "train", "evaluate")
 
-
-def test_rest_triggered_mnist_run_succeeds_and_registers_one_version(deployment, api, registry):
-    api.unpause(MNIST)
-    before = set(registry.list_versions("mnist-mlp"))
-    resp = api.trigger(MNIST, MNIST_FAST)
-    assert resp.status_code == 200, resp.text
-    run_id = resp.json()["dag_run_id"]
-    assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
-    registered = api.xcom(MNIST, run_id, "register")
-    assert set(registry.list_versions("mnist-mlp")) - before == {registered["version"]}
-    assert registry.get_alias("mnist-mlp", "latest").version == registered["version"]
-    metrics = registry.get_version("mnist-mlp", registered["version"]).metrics
+def test_rest_triggered_mnist_run_succeeds_and_registers_one_version(deployment, api, registry, mnist_run):
+    """The run trained on 2 XLA ranks with every graph from the compile step's cache, evaluated to the DAG's
+    gate, and registered one version whose manifest matches its files and names the run."""
+    version = mnist_run["version"]
+    assert registry.list_versions("mnist-mlp") == [version]  # a fresh deployment: this run's version only
+    assert registry.get_alias("mnist-mlp", "latest").version == version
+    train_dir = Path(unquote(urlparse(mnist_run["output_uri"]).path))
+    metrics = json.loads((train_dir / "metrics.json").read_text())
     assert metrics["accuracy"] >= mnist_min_accuracy() and metrics["samples_per_second"] > 0
+    assert metrics["world_size"] == 2 and metrics["runtime"] == "xla"
+    assert metrics["xla_cache_missing"] == 0  # the compile step produced every graph training needed
+    evaluation = json.loads((train_dir / "evaluation.json").read_text())
+    assert evaluation["accuracy"] == pytest.approx(metrics["accuracy"])
+
+    version_dir = deployment.home / "trainium" / "models" / "mnist-mlp" / "versions" / str(version)
+    manifest = json.loads((version_dir / "manifest.json").read_text())
+    assert manifest["metrics"]["accuracy"] == pytest.approx(metrics["accuracy"])
+    assert manifest["source"]["dag_id"] == MNIST and manifest["source"]["run_id"] == mnist_run["run_id"]
+    assert manifest["params"]["epochs"] == SHARED_EPOCHS
+    assert manifest["software"]["torch"] == importlib.metadata.version("torch").split("+")[0]
+    listed = {f["path"]: f for f in manifest["files"]}
+    assert {"model.safetensors", "model_config.json", "metrics.json"} <= set(listed)
+    for path, entry in listed.items():
+        data = (version_dir / "files" / path).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["size"], entry["sha256"])
 
 
 @pytest.mark.parametrize(
@@ -41,28 +53,8 @@ def test_rest_triggered_mnist_run_succeeds_and_registers_one_version(deployment,
     ],
     ids=["nodes-0", "unknown-instance-type", "string-for-number"],
 )
-def test_api_refuses_a_bad_conf_with_400_and_creates_no_run(api, registry, conf, message):
+def test_api_refuses_a_bad_conf_with_400_and_creates_no_run(api, conf, message):
     runs = api.run_ids(MNIST)
     resp = api.trigger(MNIST, {"compute": "local", **conf})
     assert resp.status_code == 400 and message in resp.json()["detail"], resp.text
     assert api.run_ids(MNIST) == runs
-
-
-def test_three_single_node_instances_fail_in_the_first_task_before_any_job(deployment, api, registry):
-    api.unpause(MNIST)
-    before = registry.list_versions("mnist-mlp")
-    resp = api.trigger(MNIST, {"compute": "local", "instance_type": "trn1.2xlarge", "nodes": 3})
-    assert resp.status_code == 200, resp.text  # a cross-field rule: JSON Schema cannot say it
-    run_id = resp.json()["dag_run_id"]
-    assert wait_run(api, deployment, MNIST, run_id) == "failed"
-    states = api.task_states(MNIST, run_id)
-    assert states["check_params"] == "failed"
-    assert {states[t] for t in (*MNIST_TASKS, "register")} == {"upstream_failed"}
-    check = api.task_instance(MNIST, run_id, "check_params")
-    assert check["try_number"] == 1  # failed once, not retried
-    last_lines = api.log(MNIST, run_id, "check_params", 1).splitlines()[-15:]
-    assert any("nodes=3 on trn1.2xlarge: this instance type has no EFA and runs on one node only" in line
-               for line in last_lines), last_lines  # fmt: skip
-    state_dir = deployment.home / "trainium-local"
-    assert not [t for t in MNIST_TASKS if (state_dir / f"{job_name(MNIST, t, run_id)}.json").exists()]
-    assert registry.list_versions("mnist-mlp") == before

@@ -1,5 +1,5 @@
 """The Trainium view in a real browser (Debian's chromium driven by Playwright) against the real api-server of the
-deployment, over one local MNIST run: watched while it trains, then finished.
+deployment, over the lane's shared MNIST run (tests/e2e/conftest.py): watched while it trains, then finished.
 
 Screenshots go to test-artifacts/screenshots/ (printed by the tests)."""
 
@@ -14,39 +14,14 @@ import pytest
 
 from airflow_provider_trainium.plugins.app import MAX_COMPARED
 from airflow_provider_trainium.plugins.locate import run_output_prefix
-from tests.e2e.conftest import TERMINAL, wait_for, wait_run
+from tests.e2e.conftest import MNIST, TERMINAL, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = pytest.mark.slow
 
-MNIST = "trainium_mnist_mlp"
 VIEW = "/trainium"
 ENDPOINTS = ["/", "/api/runs", f"/api/runs/{MNIST}/any-run", "/static/uPlot.iife.min.js", "/static/trainium-view.js"]
 #: FastAPI's own pages: off (they needed no login and pulled Swagger from a CDN).
 NO_PAGES = ["/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"]
-#: Long enough (about a minute of training on two busy cores) that the stream gets several chunks while the page
-#: is open; the run is the one every test here shares.
-EPOCHS = 100
-
-
-@pytest.fixture(scope="module")
-def triggered(api, deployment) -> str:
-    """The run id of the local MNIST run every test here shares."""
-    api.unpause(MNIST)
-    resp = api.trigger(MNIST, {"compute": "local", "epochs": EPOCHS})
-    resp.raise_for_status()
-    return resp.json()["dag_run_id"]
-
-
-@pytest.fixture(scope="module")
-def run(api, deployment, triggered) -> dict[str, Any]:
-    """That run, finished."""
-    run_id = triggered
-    assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
-    return {
-        "run_id": run_id,
-        "output_uri": api.xcom(MNIST, run_id, "train"),
-        "version": api.xcom(MNIST, run_id, "register")["version"],
-    }
 
 
 def loaded(frame) -> None:
@@ -86,10 +61,10 @@ def loss_points(frame) -> int:
     return len(series.get("this run", {}).get("x", []))
 
 
-def test_a_running_training_is_plotted_and_updates_without_a_reload(page, deployment, api, triggered):
+def test_a_running_training_is_plotted_and_updates_without_a_reload(page, deployment, api, mnist_run_id):
     """Opened while ``train`` runs (found from the run's identity: no XCom names the output yet), the run page
     redraws from the growing stream by itself until the task ends."""
-    run_id = triggered
+    run_id = mnist_run_id
     root = (deployment.home / "trainium").as_uri()
     chunks = Path(unquote(urlparse(run_output_prefix(root, MNIST, run_id, "train")).path)) / "stream" / "train"
 
@@ -126,7 +101,8 @@ def test_plugin_is_registered_with_navigation_run_and_task_views(api):
     assert "{RUN_ID}" in views["dag_run"]["href"] and "{TASK_ID}" in views["task_instance"]["href"]
 
 
-def test_run_list_shows_layout_cost_metrics_and_version(page, deployment, api, run):
+def test_run_list_shows_layout_cost_metrics_and_version(page, deployment, api, mnist_run):
+    run = mnist_run
     body = api.session.get(f"{deployment.url}{VIEW}/api/runs", timeout=60).json()  # the same login, as JSON
     listed = {(r["run_id"], r["task_id"]): r for r in body["runs"] if r["dag_id"] == MNIST}
     row = listed[(run["run_id"], "train")]
@@ -146,7 +122,8 @@ def test_run_list_shows_layout_cost_metrics_and_version(page, deployment, api, r
     assert cost.startswith("$0.00 (est. $"), cost
 
 
-def test_run_page_plots_the_metrics_stream(page, deployment, run):
+def test_run_page_plots_the_metrics_stream(page, deployment, mnist_run):
+    run = mnist_run
     # The DAG run page's tab: the view in an iframe with the run filled in.
     page.goto(f"{deployment.url}/dags/{MNIST}/runs/{quote(run['run_id'], safe='')}/plugin/trainium-run")
     frame = page.frame_locator("iframe").first
@@ -178,8 +155,9 @@ def test_run_page_plots_the_metrics_stream(page, deployment, run):
     assert sorted(cpu) == sorted({f"node{r['node']} CPU" for r in host if r.get("cpu_percent") is not None})
 
 
-def test_plain_page_shows_every_chart_of_the_run(page, deployment, run):
+def test_plain_page_shows_every_chart_of_the_run(page, deployment, mnist_run):
     """The view outside Airflow's frame (the address ``make demo`` prints); its screenshot is the README's."""
+    run = mnist_run
     page.goto(f"{deployment.url}{VIEW}/?dag_id={MNIST}&run_id={quote(run['run_id'], safe='')}")
     loaded(page)
     assert stream_records(run["output_uri"]) is not None, "the training run wrote no stream/ folder"
@@ -189,7 +167,8 @@ def test_plain_page_shows_every_chart_of_the_run(page, deployment, run):
     assert page.locator("[data-chart=loss] canvas").count() == 1
 
 
-def test_task_instance_page_opens_the_same_run(page, deployment, run):
+def test_task_instance_page_opens_the_same_run(page, deployment, mnist_run):
+    run = mnist_run
     page.goto(f"{deployment.url}/dags/{MNIST}/runs/{quote(run['run_id'], safe='')}/tasks/train/plugin/trainium-task")
     frame = page.frame_locator("iframe").first
     loaded(frame)

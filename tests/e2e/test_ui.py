@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute.naming import job_name
-from tests.e2e.conftest import training_processes, wait_for, wait_run
+from tests.e2e.conftest import MNIST, training_processes, wait_for, wait_run
 
 pytestmark = pytest.mark.slow
 
 DAGS = ["trainium_mnist_mlp", "trainium_allreduce_smoke", "trainium_llama_pretrain", "trainium_llama_finetune"]
-MNIST = "trainium_mnist_mlp"
 
 
 def open_trigger_form(page, deployment, dag_id: str) -> Any:
@@ -61,7 +60,7 @@ def test_trigger_form_renders_params_as_a_form(page, deployment, api, dag_id):
             assert dialog.locator(f'[name="element_{name}"]').count() == 1, name
 
 
-def test_bad_numbers_are_refused_by_the_form_and_a_bad_layout_never_reaches_a_job(page, deployment, api, registry):
+def test_bad_numbers_are_refused_by_the_form_and_a_bad_layout_never_reaches_a_job(page, deployment, api):
     api.unpause(MNIST)
     runs = api.run_ids(MNIST)
     dialog = open_trigger_form(page, deployment, MNIST)
@@ -90,7 +89,12 @@ def test_bad_numbers_are_refused_by_the_form_and_a_bad_layout_never_reaches_a_jo
     assert api.get(f"dags/{MNIST}/dagRuns/{run_id}")["conf"]["nodes"] == 3
     assert wait_run(api, deployment, MNIST, run_id) == "failed"
     states = api.task_states(MNIST, run_id)
-    assert states["check_params"] == "failed" and states["train"] == "upstream_failed"
+    assert states["check_params"] == "failed"
+    assert {states[t] for t in ("prepare_data", "compile", "train", "evaluate", "register")} == {"upstream_failed"}
+    assert api.task_instance(MNIST, run_id, "check_params")["try_number"] == 1  # failed once, not retried
+    last_lines = api.log(MNIST, run_id, "check_params", 1).splitlines()[-15:]
+    assert any("nodes=3 on trn1.2xlarge: this instance type has no EFA and runs on one node only" in line
+               for line in last_lines), last_lines  # fmt: skip
     state_dir = deployment.home / "trainium-local"
     assert not list(state_dir.rglob(f"{job_name(MNIST, 'train', run_id)}*"))
     assert not list(state_dir.rglob(f"{job_name(MNIST, 'prepare_data', run_id)}*"))
@@ -103,18 +107,8 @@ def train_errors(log_file, run_id: str) -> list[str]:
             if run_id in line and "'train'" in line and re.search(r"\[(error|critical)\s*\]", line)]  # fmt: skip
 
 
-def test_run_triggered_from_the_form_succeeds_and_train_shows_its_links_and_a_clean_log(page, deployment, api):
-    api.unpause(MNIST)
-    runs = api.run_ids(MNIST)
-    dialog = open_trigger_form(page, deployment, MNIST)
-    select_option(page, dialog, "compute", "local")
-    epochs = number_input(dialog, "epochs")  # the DAG's default; its accuracy gate is not a form field
-    epochs.fill("5")
-    epochs.press("Tab")
-    dialog.get_by_test_id("trigger-dag-submit").click()
-    run_id = wait_for(lambda: [r for r in api.run_ids(MNIST) if r not in runs], 60, "the run", deployment)[0]
-    assert wait_run(api, deployment, MNIST, run_id) == "success", api.task_states(MNIST, run_id)
-
+def test_a_successful_runs_train_task_shows_its_links_and_a_clean_log(page, deployment, api, mnist_run):
+    run_id = mnist_run["run_id"]
     page.goto(f"{deployment.url}/dags/{MNIST}/runs/{run_id}/tasks/train")
     page.wait_for_load_state("networkidle")
     page.get_by_text("training metrics:").first.wait_for()  # the log view shows the task's own summary line

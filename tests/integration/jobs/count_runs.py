@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 work = Path(sys.argv[1])
+work.mkdir(parents=True, exist_ok=True)
 rank = os.environ.get("RANK", "single")
 with (work / "started").open("a") as out:
     out.write(f"{rank} {os.getpid()}\n")
