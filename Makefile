@@ -67,9 +67,9 @@ test: airflow-home
 test-native: $(AIRFLOW_HOME_NATIVE)/.migrated
 	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
 
-# The loop while editing: tests/unit only (no server, no dag.test(), no training subprocess), main venv.
-test-fast: airflow-home
-	$(BIN)/python -m pytest tests/unit $(addprefix --ignore=,$(NATIVE_TESTS)) $(PYTEST_ARGS)
+# The loop while editing: tests/unit less its `process` tests (no server, no dag.test(), no subprocess), main venv.
+test-fast: venv
+	$(BIN)/python -m pytest tests/unit -m "not process" $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=5 $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -43,6 +43,13 @@ POLL_INTERVAL = 30.0  # the Batch backend's DescribeJobs round
 LINES_PER_BATCH = 3  # per node and batch of lines
 BATCHES = 4  # batches of lines per job before its end batch
 ECS_CLUSTER = "trainium-soak"
+SMOKE = "trainium_allreduce_smoke"
+#: Trusted images only: a digest in the connection's ECR repository.
+REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium"
+IMAGE = f"{REPOSITORY}@sha256:{'cd' * 32}"
+QUEUE = "trn-queue"
+LOG_GROUP = "/trainium/jobs"
+BUCKET = "trainium-artifacts"
 SOAK_LINE = re.compile(r"soak \S+ node \d+ batch \d+ line \d+")
 
 
@@ -166,18 +173,18 @@ class Soak:
 
     # -- the fake cloud ------------------------------------------------------------------------------------
     def setup(self) -> None:
-        """What ``tests/e2e/test_restarts.batch_deployment`` makes (queue, bucket, network, image, connections),
+        """A Batch queue, an S3 artifact root, CloudWatch logs, the EFA network and a trusted image in moto, and
+        the ``aws_moto`` and ``trainium_default`` connections,
         with the AWS connection's endpoint the fault proxy; and an ECS cluster with one trn1.32xlarge container
         instance per ECS job, whose tasks run until this process stops them."""
         import boto3
         from moto.batch_simple.models import BatchSimpleBackend
         from moto.moto_api import state_manager
 
-        from tests.e2e.test_restarts import BUCKET, IMAGE, LOG_GROUP, QUEUE, REPOSITORY, _keep_running
         from tests.integration.batch import moto_batch
         from tests.integration.conftest import EXECUTION_ROLE_ARN, JOB_ROLE_ARN, efa_network, register_image
 
-        BatchSimpleBackend._mark_job_as_finished = _keep_running  # jobs run until this process ends them
+        BatchSimpleBackend._mark_job_as_finished = moto_batch.keep_running  # jobs run until this process ends them
         self.clients = {
             name: boto3.client(
                 name,
@@ -232,8 +239,6 @@ class Soak:
 
     # -- the run ---------------------------------------------------------------------------------------------
     def run(self) -> Results:
-        from tests.e2e.test_restarts import SMOKE
-
         started = time.time()
         deadline = time.monotonic() + self.minutes * 60
         self.proxy.set_plan(FaultPlan(rate=self.fault_rate, seed=self.seed, slow_seconds=2.0))
@@ -270,8 +275,6 @@ class Soak:
     def _drive(self) -> None:
         """One step of the fake Batch scheduler: start submitted jobs, write lines, end jobs in turn; and
         read where the runs stand."""
-        from tests.e2e.test_restarts import SMOKE
-
         with contextlib.suppress(Exception):
             states = self._task_states()
             for job in self.jobs.values():
@@ -331,8 +334,6 @@ class Soak:
             job.ended_at = time.time()
 
     def _task_states(self) -> dict[str, dict[str, Any]]:
-        from tests.e2e.test_restarts import SMOKE
-
         found: dict[str, dict[str, Any]] = {}
         offset = 0
         while True:
@@ -391,7 +392,6 @@ class Soak:
     # -- the counts ------------------------------------------------------------------------------------------
     def _results(self, started: float, ended: float, baseline: float) -> Results:
         from airflow_provider_trainium.compute.naming import job_name
-        from tests.e2e.test_restarts import SMOKE
         from tests.integration.batch import moto_batch
 
         jobs_by_name = Counter(j.job_name for j in list(moto_batch._backend(REGION)._jobs.values())
@@ -442,8 +442,6 @@ class Soak:
     def _logged(self, job: Job) -> dict[str, list[int]]:
         """The try of each time each ``soak ...`` line is in the task's log (every try), with or without the
         ``[node N]`` prefix multi-node logs get."""
-        from tests.e2e.test_restarts import SMOKE
-
         found_in: dict[str, list[int]] = {}
         try:
             ti = self.api.task_instance(SMOKE, job.run_id, "allreduce")

@@ -53,6 +53,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.native)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _airflow_db() -> None:
+    """The Airflow home's metadata database, migrated on first use: plain ``pytest`` from the repository root
+    works without ``make airflow-home``, and a home that is already migrated costs one table lookup."""
+    from sqlalchemy import inspect
+
+    from airflow import settings
+
+    if settings.engine is None or inspect(settings.engine).has_table("dag"):
+        return
+    from airflow.utils.db import upgradedb
+
+    upgradedb()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -45,6 +45,7 @@ def test_providers_manager_offers_the_trainium_form():
     assert widgets["extra__trainium__artifact_root"].field["schema"]["title"] == "Artifact root"
 
 
+@pytest.mark.process
 def test_airflow_providers_behaviours_lists_trainium():
     out = subprocess.run(
         [sys.executable, "-m", "airflow", "providers", "behaviours", "--output", "json"],

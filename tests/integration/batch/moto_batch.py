@@ -30,6 +30,19 @@ def create_queue(client: Any, iam: Any, name: str = "trn-queue") -> str:
     return name
 
 
+def keep_running(self: Any, include_start_attempt: bool, job: Any) -> None:
+    """Stands in for ``BatchSimpleBackend._mark_job_as_finished``: what AWS Batch does after SubmitJob, the job
+    starts and runs until it is finished (moto's simple Batch would mark it SUCCEEDED inside SubmitJob)."""
+    import datetime
+
+    self.backend._jobs[job.job_id] = job
+    job.job_started_at = datetime.datetime.now()
+    job.log_stream_name = job._stream_name
+    if include_start_attempt:
+        job._start_attempt()
+    job.status = "RUNNING"
+
+
 def _backend(region: str) -> Any:
     from moto.batch.models import batch_backends
 

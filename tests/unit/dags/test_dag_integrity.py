@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 HEAVY = ["torch", "torch_xla", "transformers", "boto3", "botocore", "numpy", "trainium_trainer"]
 
@@ -19,6 +21,7 @@ def test_every_dag_imports_without_errors():
         assert "compute" in bag.get_dag(dag_id).params, f"{dag_id} has no compute param"
 
 
+@pytest.mark.process
 def test_dag_files_import_no_heavy_module():
     """One fresh interpreter imports every DAG file in turn and reports what heavy modules each one added."""
     files = sorted(str(p) for p in DAGS.glob("*.py"))
@@ -41,6 +44,7 @@ def test_dag_files_import_no_heavy_module():
     assert {path: mods for path, mods in added.items() if mods} == {}
 
 
+@pytest.mark.process
 def test_provider_modules_never_import_torch():
     import airflow_provider_trainium
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 
 import psutil
+import pytest
 
 from tests.unit.devserver.conftest import STUBBORN
+
+pytestmark = pytest.mark.process  # every test here starts processes
 
 
 def gone(pid: int) -> bool:

@@ -8,9 +8,13 @@ import signal
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from devserver.supervisor import POSTGRES, Backoff, Supervisor
 from tests.unit.devserver.conftest import QUICK_DEATH, STUBBORN
 from tests.unit.devserver.test_stop import gone
+
+pytestmark = pytest.mark.process  # every test here starts processes
 
 
 class Clock:

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL, BuildRequest
 from airflow_provider_trainium.image.builders.codebuild import buildspec
 from airflow_provider_trainium.image.context import StagedContext
@@ -35,6 +37,7 @@ def run_build_phase(tmp_path: Path, base_image: str | None) -> tuple[list[list[s
     return calls, done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
 
 
+@pytest.mark.process
 def test_the_base_is_pulled_and_its_digest_labels_the_build(tmp_path: Path) -> None:
     calls, exported = run_build_phase(tmp_path, BASE)
     assert calls[0] == ["pull", BASE]
@@ -45,6 +48,7 @@ def test_the_base_is_pulled_and_its_digest_labels_the_build(tmp_path: Path) -> N
     assert exported == DIGEST
 
 
+@pytest.mark.process
 def test_a_pinned_base_uses_its_own_digest_and_scratch_pulls_nothing(tmp_path: Path) -> None:
     pinned = f"{BASE}@sha256:{'56' * 32}"
     (tmp_path / "pinned").mkdir()

@@ -87,6 +87,7 @@ def backend_commands() -> list[tuple[str, JobSpec, list[str], dict[str, str]]]:
     return [("ecs", ECS_SPEC, ecs, {}), *nodes]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["ecs", "batch-node-0", "batch-node-1"])
 def test_what_ecs_and_batch_send_runs_under_the_dockerfiles_entrypoint(index: int) -> None:
     label, spec, command, node_env = backend_commands()[index]

@@ -38,6 +38,7 @@ def flags(command: list[str]) -> dict[str, str]:
     return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("nodes", "instance"), [(1, "trn1.2xlarge"), (2, "trn1.32xlarge"), (4, "trn1n.32xlarge")])
 def test_every_node_runs_torchrun_for_its_rank(nodes, instance):
     s = spec(instance_type=instance, nodes=nodes)
@@ -72,6 +73,7 @@ def test_docker_rule_appends_the_command_to_an_exec_form_entrypoint():
     assert docker_argv("run me", ["c"], ["d"], shell=("/bin/bash", "-c")) == ["/bin/bash", "-c", "run me"]
 
 
+@pytest.mark.process
 def test_wrapper_and_single_process_jobs():
     compile_spec = spec(wrapper=("neuron_parallel_compile",))
     command = dry_run(list(container_plan(compile_spec).argv), {})

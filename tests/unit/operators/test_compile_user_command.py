@@ -165,6 +165,7 @@ with open(os.environ["NPC_LOG"].replace("npc.log", "script.json"), "w") as out:
 """
 
 
+@pytest.mark.process
 def test_a_users_script_runs_under_the_wrapper_on_local_compute(on_neuron, monkeypatch):
     """A real local run of a user's script on the XLA stack, with a neuron_parallel_compile stand-in on PATH."""
     from airflow_provider_trainium.compute.local import backend as local_backend

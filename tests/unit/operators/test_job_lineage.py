@@ -165,6 +165,7 @@ def test_input_flags_locations_and_image_digests():
     assert image_details(None, True) is None
 
 
+@pytest.mark.process
 def test_the_operator_modules_load_neither_openlineage_nor_heavy_modules():
     """A DAG file that imports the job operators parses without the OpenLineage client, boto3 or torch: the
     lineage module is imported only when an event is built."""

@@ -24,6 +24,7 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
+@pytest.mark.process
 def test_a_tracking_server_that_is_down_is_a_warning_naming_it(caplog, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,12 @@ WORKER_ONLY = frozenset({"TRAINIUM_PRICES_FILE", "TRAINIUM_TASK_LOG_ALL_RANKS", 
 STREAM_READERS = (Path(PROVIDER, "plugins", "stream.py"), Path(TRAINER, "common", "progress.py"))
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's tree, parsed once for all the scans here."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def sources(folder: str, root: Path = ROOT) -> list[Path]:
     return sorted(p for p in (root / folder).rglob("*.py") if p.relative_to(root) != BOUNDARY)
 
@@ -51,7 +58,7 @@ def docstrings(tree: ast.AST) -> set[int]:
 
 def literals(path: Path, *, with_docstrings: bool) -> Iterator[tuple[str, int]]:
     """Every string literal of ``path`` (f-string parts included) with its line."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     skip = set() if with_docstrings else docstrings(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
@@ -83,7 +90,7 @@ def exit_code_definitions(folder: str, root: Path = ROOT) -> dict[str, list[tupl
     """Module-level ``EXIT_* = <int>``: name -> (value, file) for every definition."""
     found: dict[str, list[tuple[int, str]]] = {}
     for path in sources(folder, root):
-        for node in ast.parse(path.read_text(), str(path)).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and type(node.value.value) is int:
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id.startswith("EXIT_"):
@@ -94,7 +101,7 @@ def exit_code_definitions(folder: str, root: Path = ROOT) -> dict[str, list[tupl
 def record_fields_read(path: Path) -> dict[str, list[int]]:
     """Literal keys ``path`` reads from a mapping (``x.get("k")``, ``x["k"]``) -> lines."""
     found: dict[str, list[int]] = {}
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         key = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
             key = node.args[0] if node.args else None
@@ -111,7 +118,7 @@ def record_literals(folder: str, root: Path = ROOT) -> list[str]:
     return [
         f"{path.relative_to(root)}:{node.lineno}"
         for path in sources(folder, root)
-        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value in keys for k in node.keys)
     ]
 
@@ -137,7 +144,7 @@ def boundary_attributes(folder: str, root: Path = ROOT) -> set[str]:
     return {
         node.attr
         for path in sources(folder, root)
-        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "boundary"
     }
 
@@ -195,6 +202,7 @@ def test_the_boundary_imports_the_standard_library_only() -> None:
     assert len(package) == 1 and isinstance(package[0], ast.Expr), "trainium_trainer/__init__.py must stay a docstring"
 
 
+@pytest.mark.process
 def test_importing_the_boundary_loads_nothing_but_the_standard_library() -> None:
     code = (
         "import json, sys; before = set(sys.modules); import trainium_trainer.boundary; "

@@ -82,6 +82,7 @@ def test_local_rendezvous_pins_the_address_port_and_rank_logs():
     assert "--tee=3" in command and command[1:3] == ["-m", "trainium_trainer.loopback_torchrun"]
 
 
+@pytest.mark.process
 def test_runs_as_a_module_without_airflow_or_the_provider():
     code = (
         "import json, sys, runpy\n"

@@ -144,6 +144,7 @@ def test_a_stream_that_cannot_be_written_never_stops_training(tmp_path: Path, ca
     assert "could not write" in caplog.text
 
 
+@pytest.mark.process
 def test_the_user_path_needs_no_torch(tmp_path: Path) -> None:
     """A script without torch (torch made unimportable) records steps; importing ``track`` alone loads only the
     standard library, and fsspec only once there is something to write."""

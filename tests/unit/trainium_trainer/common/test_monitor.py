@@ -71,6 +71,7 @@ def test_without_neuron_monitor_the_host_sampler_runs(tmp_path: Path, monkeypatc
     assert len(records) >= 2 and {r["kind"] for r in records} == {"host"} and records[0]["node"] == 1
 
 
+@pytest.mark.process
 def test_neuron_monitor_reports_on_stdout_are_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in ``neuron-monitor`` on PATH that prints the documented sample once per period, as the tool does."""
     bin_dir = tmp_path / "bin"
