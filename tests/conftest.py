@@ -57,9 +57,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _airflow_db() -> None:
     """The Airflow home's metadata database, migrated on first use: plain ``pytest`` from the repository root
     works without ``make airflow-home``, and a home that is already migrated costs one table lookup."""
-    from sqlalchemy import inspect
-
     from airflow import settings
+    from sqlalchemy import inspect
 
     if settings.engine is None or inspect(settings.engine).has_table("dag"):
         return

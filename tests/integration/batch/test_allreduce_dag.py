@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tests.conftest import set_trainium_connection
-from tests.e2e.test_mnist_dag import get_dag, states
+from tests.dag_runs import get_dag, states
 
 
 @pytest.mark.slow

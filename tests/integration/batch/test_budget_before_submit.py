@@ -55,7 +55,7 @@ def test_a_budget_below_the_worst_case_is_refused_before_submit_job(batch_env, t
 
 
 def test_the_dags_budget_param_reaches_the_job(batch_env, capfd):
-    from tests.e2e.test_mnist_dag import get_dag
+    from tests.dag_runs import get_dag
 
     dag = get_dag("trainium_allreduce_smoke")
     run = dag.test(run_conf={"compute": "batch", "nodes": 2, "instance_type": "trn1.32xlarge", "max_cost_usd": 5})

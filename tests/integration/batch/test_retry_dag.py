@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from airflow_provider_trainium.compute import naming
-from tests.e2e.test_mnist_dag import states
+from tests.dag_runs import states
 
 DAG_ID = "trainium_batch_retry"
 TASK_ID = "allreduce"

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.sensors.job import TrainiumJobSensor
-from tests.e2e.test_mnist_dag import states
+from tests.dag_runs import states
 from tests.integration.batch import moto_batch
 from tests.integration.batch.test_operator_batch import TaskInstanceStandIn, context, jobs_named, operator
 from tests.integration.batch.test_retry_dag import register

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.links.ecs import ecs_log_url, ecs_task_url
+from tests.dag_runs import states
 from tests.integration.ecs.conftest import CLUSTER, connect_trainium
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
@@ -24,15 +25,6 @@ def mnist_dag():
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
     return bag.get_dag(DAG_ID)
-
-
-def states(run) -> dict[str, str]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter_by(dag_id=run.dag_id, run_id=run.run_id).all()
-        return {ti.task_id: str(ti.state) for ti in tis}
 
 
 def xcom(run, task_id: str, key: str):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.neuron.inputs import ALLOWED_PREFIXES_ENV, InputNotAllowedError, check_input
+from tests.dag_runs import states
 from trainium_trainer.common import inputs as trainer_inputs
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
@@ -67,15 +68,6 @@ def artifact_root(tmp_path, monkeypatch):
     extra = {"artifact_root": root.as_uri(), "allowed_input_prefixes": ["s3://corpora/instructions"]}
     monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", json.dumps({"conn_type": "trainium", "extra": extra}))
     return root
-
-
-def states(run) -> dict[str, str]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter_by(dag_id=run.dag_id, run_id=run.run_id).all()
-        return {ti.task_id: str(ti.state) for ti in tis}
 
 
 @pytest.mark.parametrize(

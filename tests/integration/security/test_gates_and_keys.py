@@ -15,16 +15,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
+from tests.dag_runs import get_dag
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
-
-
-def get_dag(dag_id: str):
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(DAGS))
-    assert bag.import_errors == {}
-    return bag.get_dag(dag_id)
 
 
 def xcom(run, task_id: str):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.neuron.images import RULE, image_problem, repository_uri
+from tests.dag_runs import states
 from tests.integration.batch.conftest import IMAGE as BATCH_IMAGE
 from tests.integration.batch.conftest import REPOSITORY as BATCH_REPOSITORY
 from tests.integration.batch.test_operator_batch import TaskInstanceStandIn, context, jobs_named, operator
@@ -37,15 +38,6 @@ def test_the_rule():
 def ecs_calls(world) -> tuple[list[str], list[str]]:
     """Tasks started and task definitions registered in the moto cluster: both empty means no RunTask."""
     return world.ecs.list_tasks(cluster=CLUSTER)["taskArns"], world.ecs.list_task_definitions()["taskDefinitionArns"]
-
-
-def states(run) -> dict[str, str]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter_by(dag_id=run.dag_id, run_id=run.run_id).all()
-        return {ti.task_id: str(ti.state) for ti in tis}
 
 
 def test_a_public_image_via_conf_is_refused_with_no_run_task(ecs_world, monkeypatch, tmp_path):
