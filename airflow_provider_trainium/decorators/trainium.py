@@ -19,6 +19,9 @@ exist in the image; the runner says so when one does not.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import json
 import math
 import shutil
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
 
 #: What every process of a ``@task.trainium`` job runs: the in-image function runner.
 RUNNER_COMMAND: tuple[str, ...] = ("python", "-m", "trainium_trainer.function")
+#: ``NeuronJobOperator`` arguments the decorator sets itself: the job runs the decorated function.
+TAKEN_ARGUMENTS = ("entry_point", "command", "script")
 
 
 class FunctionCallError(ValueError):
@@ -85,7 +90,7 @@ class _TrainiumDecoratedOperator(DecoratedOperator, NeuronJobOperator):
         op_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        for taken in ("entry_point", "command", "script"):
+        for taken in TAKEN_ARGUMENTS:  # also through .override(); BaseOperator refuses the unknown ones
             if taken in kwargs:
                 raise TypeError(f"@task.trainium runs the decorated function; it takes no {taken}")
         super().__init__(
@@ -143,9 +148,41 @@ class _TrainiumDecoratedOperator(DecoratedOperator, NeuronJobOperator):
         return NeuronJobOperator.execute(self, context)
 
 
+@functools.cache
+def accepted_arguments() -> frozenset[str]:
+    """The keyword arguments ``@task.trainium(...)`` takes: those of every ``__init__`` in the operator's classes
+    (``NeuronJobOperator``, its mixins, ``BaseOperator``), less the function's own and ``TAKEN_ARGUMENTS``."""
+    names = {
+        name
+        for cls in _TrainiumDecoratedOperator.__mro__
+        if "__init__" in vars(cls)
+        for name, param in inspect.signature(cls.__init__).parameters.items()
+        if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+    }
+    return frozenset(names - {"self", "python_callable", "op_args", "op_kwargs", *TAKEN_ARGUMENTS})
+
+
+def check_arguments(kwargs: Mapping[str, Any]) -> None:
+    """Refuse an argument the operator does not take, when the DAG file is parsed: a mapped task (``.expand``)
+    builds its operator only when it runs, where a TypeError would be retried instead of naming the typo."""
+    for taken in TAKEN_ARGUMENTS:
+        if taken in kwargs:
+            raise TypeError(f"@task.trainium runs the decorated function; it takes no {taken}")
+    accepted = accepted_arguments()
+    if unknown := sorted(set(kwargs) - accepted):
+        named = ", ".join(
+            f"{name!r}"
+            + "".join(f" (did you mean {close!r}?)" for close in difflib.get_close_matches(name, accepted, 1))
+            for name in unknown
+        )
+        raise TypeError(f"@task.trainium got unexpected keyword arguments {named}: it takes NeuronJobOperator's")
+
+
 def trainium_task(python_callable: Callable[..., Any] | None = None, **kwargs: Any) -> TaskDecorator:
     """``@task.trainium(...)``: the function runs on every process of a Trainium job (``NeuronJobOperator``'s
-    arguments, but no ``entry_point``, ``command`` or ``script``)."""
+    arguments, but no ``entry_point``, ``command`` or ``script``); any other argument is refused here, at parse
+    time."""
+    check_arguments(kwargs)
     return task_decorator_factory(
         python_callable=python_callable, decorated_operator_class=_TrainiumDecoratedOperator, **kwargs
     )

@@ -7,6 +7,8 @@ description warns of.
 
 from __future__ import annotations
 
+import re
+
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.releases import table
 from airflow_provider_trainium.preflight.fields import check_stack_outputs
@@ -45,3 +47,18 @@ def test_a_type_the_connection_has_no_driver_for_is_not_checked() -> None:
     result = check_neuron_driver(PER_TYPE, layout("trn3.48xlarge"))
     assert result.status == "warning" and "no neuron_driver_versions entry for trn3.48xlarge" in result.reason
     assert check_stack_outputs(PER_TYPE, layout("trn3.48xlarge")).status == "warning"
+
+
+def suggested_stacks(reason: str) -> list[str]:
+    """The stacks of the releases a driver mismatch's fix suggests an image of."""
+    return [table().releases[v].stack for v in re.findall(r"run an image of Neuron (\S+) \(runtime", reason)]
+
+
+def test_a_mismatch_suggests_only_a_release_of_the_jobs_own_stack() -> None:
+    """On the XLA hosts' driver, a 2.30 XLA image is told of the 2.28 XLA image, a native image of no XLA one."""
+    on_xla_driver = TrainiumConfig(configured=True, neuron_driver_version=XLA.driver)
+    xla = check_neuron_driver(on_xla_driver, Layout("trn1.32xlarge", 2, "batch", table().releases["2.30.0"].dlc))
+    assert xla.status == "error" and suggested_stacks(xla.reason) == ["xla"]
+    native_image = f"r.example/t:native-sdk{NATIVE.version}"
+    native = check_neuron_driver(on_xla_driver, Layout("trn2.48xlarge", 2, "batch", native_image))
+    assert native.status == "error" and set(suggested_stacks(native.reason)) <= {"native"}

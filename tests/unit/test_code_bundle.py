@@ -1,0 +1,34 @@
+"""A code bundle's key and its upload: names and bytes make the key, and only a bundle with its marker is reused."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_trainium.code_bundle import MARKER, bundle_hash, upload_bundle
+
+
+def test_renaming_a_file_changes_the_bundles_key(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print(1)")
+    before = bundle_hash(code)
+    (code / "train.py").rename(code / "main.py")  # same bytes, another name: the job would run another file
+    assert bundle_hash(code) != before
+
+
+def test_an_upload_cut_short_is_uploaded_again(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "a.py").write_text("a = 1")
+    (code / "b.py").write_text("b = 2")
+    root = (tmp_path / "artifacts").as_uri()
+    shipped = tmp_path / "artifacts" / "code" / bundle_hash(code)
+    (shipped / "b.py").mkdir(parents=True)  # b.py cannot be written: the upload stops after a.py
+    with pytest.raises(OSError):
+        upload_bundle(code, root, None)
+    assert not (shipped / MARKER).exists()
+    (shipped / "b.py").rmdir()
+    (shipped / "a.py").write_text("a =")  # and the object it did write is partial
+    assert upload_bundle(code, root, None) == f"{root}/code/{shipped.name}"
+    assert (shipped / "a.py").read_text() == "a = 1" and (shipped / "b.py").read_text() == "b = 2"
+    assert (shipped / MARKER).exists()
