@@ -313,9 +313,10 @@ class Deployment:
                     proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             for pgid in self.groups:  # what ignored SIGTERM, workers left in a group, killed components' leftovers
                 _signal_group(pgid, signal.SIGKILL)
-            for proc in self.procs.values():  # reap; a SIGKILLed process is gone at once
+            for proc in self.procs.values():  # reap the components
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=max(0.1, deadline + 1 - time.monotonic()))
+            _wait_groups_gone(self.groups, deadline + 1)
             self.procs.clear()
             self.groups.clear()
             self.postgres.stop(timeout=max(1.0, started + grace - time.monotonic()))
@@ -336,6 +337,37 @@ class Deployment:
 def _signal_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def processes_in_groups(groups: set[int]) -> list:
+    """The processes (``psutil.Process``, with ``status`` and ``cmdline`` read) of the process groups ``groups``."""
+    import psutil
+
+    if not groups:
+        return []
+    found = []
+    for proc in psutil.process_iter(["status", "cmdline"]):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(proc.pid) in groups:
+                found.append(proc)
+    return found
+
+
+def _live_in_groups(groups: set[int]) -> list[int]:
+    """Pids of the processes of ``groups`` that have not exited (a zombie has: only its parent's wait is left)."""
+    import psutil
+
+    return [
+        p.pid for p in processes_in_groups(groups) if p.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    ]
+
+
+def _wait_groups_gone(groups: set[int], until: float) -> None:
+    """Wait, until the ``time.monotonic()`` ``until``, for every process of the SIGKILLed ``groups`` to exit:
+    ``killpg`` returns before its targets die, and one tearing down a large memory (or on a busy host) still
+    runs, holding its ports and files, for a while after (only the components themselves are waited for)."""
+    while _live_in_groups(groups) and time.monotonic() < until:
+        time.sleep(0.01)
 
 
 def stop_recorded(home: Path, timeout: float = 60) -> bool:

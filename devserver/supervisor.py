@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from devserver.deployment import Deployment, _signal_group
+from devserver.deployment import Deployment, _signal_group, processes_in_groups
 
 POSTGRES = "postgres"
 #: Components whose dead leader's process group is left alone: the LocalExecutor runs task processes in the
@@ -196,17 +196,8 @@ IDLE_WORKER_TITLE = ("LocalExecutor", "<idle>")
 
 def orphaned_idle_workers(groups: set[int]) -> list[int]:
     """Pids of the idle LocalExecutor workers in ``groups`` (process groups whose leader is gone)."""
-    import psutil
-
-    found: list[int] = []
-    if not groups:
-        return found
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if os.getpgid(proc.pid) not in groups:
-                continue
-        except (ProcessLookupError, PermissionError):
-            continue
+    found = []
+    for proc in processes_in_groups(groups):
         title = " ".join(proc.info["cmdline"] or [])
         if IDLE_WORKER_TITLE[0] in title and title.rstrip().endswith(IDLE_WORKER_TITLE[1]):
             found.append(proc.pid)

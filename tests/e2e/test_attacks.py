@@ -32,12 +32,21 @@ def clear(api, dag_id: str, run_id: str, task_ids: list[str] | None = None) -> N
     assert resp.status_code == 200, resp.text
 
 
-def register_try(api, deployment, run_id: str) -> str:
-    """Wait for the cleared ``register`` to end; its last try's log."""
+def clear_register(api, user_api, deployment, run_id: str) -> str:
+    """The USER clears ``register``; wait for the try that clearing starts to end (not a state read before the
+    clear took effect): it must fail, and the run with it. Its log."""
+    before = api.task_instance(MNIST, run_id, "register")["try_number"]
+    clear(user_api, MNIST, run_id, ["register"])
+
+    def ended() -> dict | None:
+        ti = api.task_instance(MNIST, run_id, "register")
+        return ti if ti["try_number"] > before and ti["state"] in ("success", "failed") else None
+
+    ti = wait_for(ended, 600, "the cleared register to run", deployment)
+    log = api.log(MNIST, run_id, "register", ti["try_number"])
+    assert ti["state"] == "failed", f"{ti}\n{log[-3000:]}"
     assert wait_run(api, deployment, MNIST, run_id) == "failed", api.task_states(MNIST, run_id)
-    ti = api.task_instance(MNIST, run_id, "register")
-    assert ti["state"] == "failed", ti
-    return api.log(MNIST, run_id, "register", ti["try_number"])
+    return log
 
 
 @pytest.fixture
@@ -80,8 +89,7 @@ def test_an_edited_train_xcom_registers_nothing(deployment, api, user_api, regis
     latest = registry.get_alias("mnist-mlp", "latest")
 
     patch_train_xcom(user_api, run_id, planted.as_uri())
-    clear(user_api, MNIST, run_id, ["register"])
-    log = register_try(api, deployment, run_id)
+    log = clear_register(api, user_api, deployment, run_id)
     assert planted.as_uri() in log and real in log, log[-3000:]  # the error names both URIs
     assert registry.list_versions("mnist-mlp") == versions
     assert registry.get_alias("mnist-mlp", "latest") == latest
@@ -92,8 +100,7 @@ def test_a_marked_success_failed_evaluation_promotes_nothing(deployment, api, us
     run_id = failed_mnist_run
     versions = registry.list_versions("mnist-mlp")
     latest = registry.get_alias("mnist-mlp", "latest")
-    clear(user_api, MNIST, run_id, ["register"])
-    log = register_try(api, deployment, run_id)
+    log = clear_register(api, user_api, deployment, run_id)
     assert "failed the model: accuracy" in log and "needs >= 0.9" in log, log[-3000:]
     assert registry.list_versions("mnist-mlp") == versions
     assert registry.get_alias("mnist-mlp", "latest") == latest

@@ -8,12 +8,15 @@ before a retry starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -64,8 +67,27 @@ def test_unchanged_scripts_leave_their_outputs_under_output_uri(tmp_path, monkey
 
 
 def kill_job(backend: LocalBackend, handle) -> None:
-    for node in backend._job(handle).nodes:  # the whole node: launcher, torchrun and ranks (a lost instance)
+    """SIGKILL the whole job, as a lost instance takes it: each node's group (supervisor, launcher, torchrun) and
+    its ranks, which torchrun starts in sessions of their own (a signal to the group misses them); returns once
+    every one of them is gone."""
+    everything = []
+    for node in backend._job(handle).nodes:
+        everything += psutil.Process(node.pid).children(recursive=True)  # found while their parents still run
         os.killpg(node.pid, signal.SIGKILL)
+    for proc in everything:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    _, alive = psutil.wait_procs(everything, timeout=30)
+    assert not alive, f"still running after SIGKILL: {alive}"
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[LocalBackend]:
+    """Local compute that stops every job it started when the test ends, passed or not."""
+    local = LocalBackend(tmp_path / "state", max_processes_per_node=2)
+    yield local
+    for job in list(local._jobs.values()):
+        local.cancel(job.handle, "the test is over")
 
 
 def wait_until(condition, backend: LocalBackend, handle, what: str, limit_s: float = 300) -> None:
@@ -79,7 +101,7 @@ def wait_until(condition, backend: LocalBackend, handle, what: str, limit_s: flo
 
 
 @pytest.mark.slow
-def test_a_retry_after_a_kill_resumes_from_the_uploaded_checkpoint(tmp_path):
+def test_a_retry_after_a_kill_resumes_from_the_uploaded_checkpoint(tmp_path, backend):
     from airflow_provider_trainium.code_bundle import upload_bundle
 
     bundle = upload_bundle(SCRIPTS, (tmp_path / "artifacts").as_uri(), None)
@@ -87,7 +109,6 @@ def test_a_retry_after_a_kill_resumes_from_the_uploaded_checkpoint(tmp_path):
     spec = JobSpec(name="resume", command=("python", "ddp_regression.py"), args=("--epochs", "4"),
                    instance_type="trn1.32xlarge", output_uri=output.as_uri(), code_uri=bundle,
                    checkpoint_uri=(tmp_path / "ckpt").as_uri(), env={"TRAINIUM_CHECKPOINT_SYNC_S": "0.2"})  # fmt: skip
-    backend = LocalBackend(tmp_path / "state", max_processes_per_node=2)
 
     first = backend.submit(spec.with_changes(env={**spec.env, "PAUSE_AFTER_EPOCH": "1"}), "resume-1", {})
     uploaded = output / "checkpoints" / "epoch-1.pt"

@@ -34,6 +34,11 @@ class StandInDatabase:
         self.port = 0
         self.up = True
         self.starts = 0
+        #: What ``query`` answers (the running runs' scheduling lags, for ``Deployment.scheduling_lags``).
+        self.rows: list[tuple] = []
+
+    def query(self, sql: str) -> list[tuple] | None:
+        return list(self.rows) if self.up else None
 
     def alive(self) -> bool:
         return self.up

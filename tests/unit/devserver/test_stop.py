@@ -13,8 +13,9 @@ pytestmark = pytest.mark.process  # every test here starts processes
 
 
 def gone(pid: int) -> bool:
+    """Exited: no such process, or one only its parent's (or init's) wait is left of."""
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
     except psutil.NoSuchProcess:
         return True
 
@@ -34,5 +35,6 @@ def test_stop_is_bounded_by_its_grace_and_kills_what_ignores_sigterm(make_deploy
     elapsed = time.monotonic() - started
     # the grace plus a bound for the SIGKILLs and PostgreSQL's fast stop (an unbounded stop waits for ever)
     assert elapsed < 6, f"stop(grace=3) took {elapsed:.1f} s"
+    # stop() waits for what it SIGKILLed to exit (a child tearing down its memory still runs after killpg)
     assert all(gone(pid) for pid in pids), [p for p in pids if not gone(p)]
     assert dep.procs == {} and not (dep.state_dir / "state.json").exists()

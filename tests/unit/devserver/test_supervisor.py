@@ -145,6 +145,55 @@ def test_a_component_without_a_heartbeat_for_hung_after_is_killed_and_started_ag
     os.kill(child, signal.SIGKILL)
 
 
+def test_a_scheduler_that_heartbeats_but_leaves_a_running_run_unexamined_is_killed_as_hung(make_deployment):
+    """The row-lock hang: the scheduler is up and heartbeats, but a running run is never examined again."""
+    dep = make_deployment()
+    clock = Clock()
+    sup = supervisor(dep, clock)
+    sup.hung_after = 240
+    sup.supervise_once()
+    stale(dep, scheduler=2, triggerer=2)
+    dep.postgres.rows = [("mnist", "manual__1", 100.0)]
+    clock.now += 241
+    assert sup.supervise_once() == []  # examined 100 s ago: a slow loop, not a hang
+    dep.postgres.rows = [("mnist", "manual__1", 300.0)]
+    assert sup.supervise_once() == [
+        "scheduler left the running run mnist/manual__1 unexamined for 300 s: killed as hung"
+    ]
+    assert dep.procs["scheduler"].poll() is not None and dep.procs["triggerer"].poll() is None
+
+
+def test_a_dead_schedulers_idle_executor_workers_are_killed_and_busy_ones_left_to_finish(make_deployment):
+    """They hold the dead scheduler's database session (and its row locks) open; nobody hands them work."""
+    title = "import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); time.sleep(600)"
+    idle = "airflow worker -- LocalExecutor: <idle>"
+    busy = "airflow worker -- LocalExecutor: 01a2-train"
+    script = f"""
+import subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", {title!r}, t]) for t in ({idle!r}, {busy!r})]
+open(sys.argv[1], "w").write(" ".join(str(k.pid) for k in kids))
+time.sleep(600)
+"""
+    dep = make_deployment({"scheduler": script}, "scheduler")
+    sup = supervisor(dep, Clock())
+    child_file = dep.state_dir / "scheduler.child"
+    while not child_file.exists() or not child_file.read_text():
+        time.sleep(0.05)
+    idle_pid, busy_pid = map(int, child_file.read_text().split())
+    dep.restart("scheduler", group=False)  # the scheduler dies; its workers stay in its group
+    deadline = time.monotonic() + 30
+    events: list[str] = []
+    while not events and time.monotonic() < deadline:  # until the idle worker's title is set
+        events = [e for e in sup.supervise_once() if "idle executor worker" in e]
+        time.sleep(0.1)
+    assert events == [f"idle executor worker {idle_pid} of a dead scheduler killed (it held its session)"]
+    deadline = time.monotonic() + 30
+    while not gone(idle_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(idle_pid) and not gone(busy_pid)
+    os.kill(busy_pid, signal.SIGKILL)
+
+
 def test_a_stale_heartbeat_is_not_hung_until_the_component_and_the_database_have_been_up_that_long(
     make_deployment,
 ):

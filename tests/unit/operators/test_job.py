@@ -261,3 +261,17 @@ def test_a_stack_the_family_cannot_train_fails_before_anything_is_submitted(
     with pytest.raises(AirflowFailException, match=message):
         op.prepare(context())
     assert submitted == []
+
+
+def test_wait_for_completion_false_is_refused_on_local_compute_before_anything_starts(tmp_path, monkeypatch):
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+
+    class NeverAttaches(NeuronJobOperator):
+        def attach(self, *args: Any) -> Any:
+            raise AssertionError("a local job was started to run detached from the worker")
+
+    op = NeverAttaches(task_id="t", entry_point="m", compute="local", wait_for_completion=False)
+    with pytest.raises(AirflowFailException, match="wait_for_completion=False needs a remote backend; local compute"):
+        op.execute(context())
