@@ -30,3 +30,13 @@ def test_a_version_stage_in_the_reference_is_the_version_read(monkeypatch):
         {"SecretId": SM_ARN, "VersionStage": "AWSPREVIOUS"},
         {"SecretId": SM_ARN, "VersionId": "v-1"},
     ]
+
+
+def test_a_masked_value_is_hidden_by_cores_masker_too():
+    """In-process runs (``dag.test()``, a worker with core) log through core's masker, a separate copy."""
+    from airflow._shared.secrets_masker import redact
+
+    from airflow_provider_trainium.hooks.job_secrets import mask
+
+    mask("tr41n1um-s3cret-value")
+    assert "tr41n1um-s3cret-value" not in str(redact("token=tr41n1um-s3cret-value"))
