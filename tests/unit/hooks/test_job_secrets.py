@@ -33,7 +33,7 @@ def test_a_version_stage_in_the_reference_is_the_version_read(monkeypatch):
 
 
 def test_a_masked_value_is_hidden_by_cores_masker_too():
-    """In-process runs (``dag.test()``, a worker with core) log through core's masker, a separate copy."""
+    """In-process runs (a DAG tested in this process, a worker with core) log through core's own masker."""
     from airflow._shared.secrets_masker import redact
 
     from airflow_provider_trainium.hooks.job_secrets import mask
