@@ -248,17 +248,21 @@ class Deployment:
         )
         return {f"{dag_id}/{run_id}": float(lag) for dag_id, run_id, lag in rows or () if lag is not None}
 
+    def hangs(self, after: float) -> dict[str, str]:
+        """Component -> why it has made no progress for ``after`` seconds: no heartbeat (scheduler, triggerer,
+        DAG processor), or, for the scheduler, a running run it no longer examines. Empty while the API server
+        or the database does not answer: an outage is not a hang."""
+        ages = self.heartbeat_ages()
+        found = {name: f"sent no heartbeat for {age:.0f} s" for name, age in ages.items() if age > after}
+        stalled = {run: lag for run, lag in (self.scheduling_lags() if ages else {}).items() if lag > after}
+        if stalled and "scheduler" not in found:
+            run, lag = max(stalled.items(), key=lambda item: item[1])
+            found["scheduler"] = f"left the running run {run} unexamined for {lag:.0f} s"
+        return found
+
     def stuck(self, after: float) -> str | None:
-        """Why this deployment cannot make progress, if it has not for ``after`` seconds: a scheduler, triggerer
-        or DAG processor with no heartbeat, or a running run the scheduler no longer examines; None otherwise
-        (and while the database is down: an outage is not a hang)."""
-        for name, age in self.heartbeat_ages().items():
-            if age > after:
-                return f"{name} sent no heartbeat for {age:.0f} s"
-        for run, lag in self.scheduling_lags().items():
-            if lag > after:
-                return f"the scheduler has not examined the running run {run} for {lag:.0f} s"
-        return None
+        """Why this deployment cannot make progress, if it has not for ``after`` seconds (``hangs``); else None."""
+        return next((f"{name} {why}" for name, why in self.hangs(after).items()), None)
 
     def wait_healthy(self, timeout: float = 300, components: tuple[str, ...] = ("scheduler", "triggerer",
                      "dag_processor"), *, exit_fails: bool = True) -> None:  # fmt: skip
@@ -353,21 +357,14 @@ def processes_in_groups(groups: set[int]) -> list:
     return found
 
 
-def _live_in_groups(groups: set[int]) -> list[int]:
-    """Pids of the processes of ``groups`` that have not exited (a zombie has: only its parent's wait is left)."""
-    import psutil
-
-    return [
-        p.pid for p in processes_in_groups(groups) if p.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    ]
-
-
 def _wait_groups_gone(groups: set[int], until: float) -> None:
     """Wait, until the ``time.monotonic()`` ``until``, for every process of the SIGKILLed ``groups`` to exit:
     ``killpg`` returns before its targets die, and one tearing down a large memory (or on a busy host) still
     runs, holding its ports and files, for a while after (only the components themselves are waited for)."""
-    while _live_in_groups(groups) and time.monotonic() < until:
-        time.sleep(0.01)
+    import psutil
+
+    running = [proc for proc in processes_in_groups(groups) if proc.info["status"] != psutil.STATUS_ZOMBIE]
+    psutil.wait_procs(running, timeout=max(0.0, until - time.monotonic()))
 
 
 def stop_recorded(home: Path, timeout: float = 60) -> bool:

@@ -87,8 +87,7 @@ class Supervisor:
         """One pass: notice deaths, restart what is due. Returns what it did, one line each (also printed)."""
         events: list[str] = []
         dep = self.deployment
-        ages = dep.heartbeat_ages() if dep.running else {}  # an HTTP call: not under the lock
-        lags = dep.scheduling_lags() if dep.running and ages else {}  # a query: not under the lock either
+        hangs = dep.hangs(self.hung_after) if dep.running else {}  # HTTP and a query: not under the lock
         with dep.lock:
             if not dep.running:
                 return events
@@ -101,7 +100,7 @@ class Supervisor:
             for name, proc in list(dep.procs.items()):
                 alive = proc.poll() is None
                 self._check(name, alive, proc.pid, lambda n=name: self._restart(n), events, ready=db_up)
-            self._kill_hung(ages, lags, events)
+            self._kill_hung(hangs, events)
             self._reap_orphaned_workers(events)
         for line in events:
             print(f"{time.strftime('%H:%M:%S')} supervisor: {line}", file=self.out, flush=True)
@@ -147,19 +146,14 @@ class Supervisor:
         events.append(f"{name} started again (restart {watch.restarts})")
         return name == POSTGRES
 
-    def _kill_hung(self, ages: dict[str, float], lags: dict[str, float], events: list[str]) -> None:
-        """Kill each component whose heartbeat is older than ``hung_after``, and a scheduler that has left a
-        running run unexamined that long, while it and the database have been up at least that long; the next
-        pass sees it dead and starts it again."""
+    def _kill_hung(self, hangs: dict[str, str], events: list[str]) -> None:
+        """Kill each component ``Deployment.hangs`` names (no heartbeat, or a scheduler that leaves a running run
+        unexamined, for ``hung_after``) while it and the database have been up at least that long; the next pass
+        sees it dead and starts it again."""
         if self.db_up_since is None:
             return
         now = self.clock()
-        reasons = {name: f"sent no heartbeat for {age:.0f} s" for name, age in ages.items() if age > self.hung_after}
-        stalled = {run: lag for run, lag in lags.items() if lag > self.hung_after}
-        if stalled and "scheduler" not in reasons:
-            run, lag = max(stalled.items(), key=lambda item: item[1])
-            reasons["scheduler"] = f"left the running run {run} unexamined for {lag:.0f} s"
-        for name, reason in reasons.items():
+        for name, reason in hangs.items():
             proc, watch = self.deployment.procs.get(name), self.watches.get(name)
             if proc is None or watch is None or proc.poll() is not None or watch.pid != proc.pid:
                 continue

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.compute.naming import job_name
+from devserver.deployment import processes_in_groups
 from devserver.supervisor import POSTGRES
 from tests.e2e.conftest import training_processes, wait_for, wait_run
 
@@ -76,12 +77,10 @@ def sessions_of_group(deployment, pgid: int) -> list[str]:
     import psutil
 
     held = []
-    for proc in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(ProcessLookupError, psutil.Error):
-            if os.getpgid(proc.pid) == pgid:
-                conns = proc.net_connections(kind="inet")
-                if any(c.raddr and c.raddr.port == deployment.postgres.port for c in conns):
-                    held.append(" ".join(proc.info["cmdline"] or []))
+    for proc in processes_in_groups({pgid}):
+        with contextlib.suppress(psutil.Error):
+            if any(c.raddr and c.raddr.port == deployment.postgres.port for c in proc.net_connections(kind="inet")):
+                held.append(" ".join(proc.info["cmdline"] or []))
     return held
 
 
