@@ -59,13 +59,19 @@ demo: airflow-home
 # The native stack's tests (marker `native`, set by these folders in tests/conftest.py) run in .venv-native on
 # torch 2.14 (test-native); the main venv's run (torch 2.9 + torch-xla) does not collect them.
 NATIVE_TESTS := tests/unit/trainium_trainer/native tests/unit/trainium_trainer/titan tests/integration/native tests/integration/titan
+# tests/unit and tests/integration run on two pytest-xdist workers (each with its own Airflow home, a file's
+# tests on one worker); tests/e2e, whose tests share one deployment and one MNIST run, in a lane of its own.
+XDIST ?= -n 2 --dist loadfile
 test: airflow-home
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit tests/integration $(addprefix --ignore=,$(NATIVE_TESTS)) $(XDIST) \
+		--durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/e2e --durations=25 $(PYTEST_ARGS)
 	$(MAKE) test-native
 
 test-native: $(AIRFLOW_HOME_NATIVE)/.migrated
-	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) --durations=25 $(PYTEST_ARGS)
+	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) $(XDIST) \
+		--durations=25 $(PYTEST_ARGS)
 
 # The loop while editing: tests/unit less its `process` tests (no server, no dag.test(), no subprocess), main venv.
 test-fast: venv

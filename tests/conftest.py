@@ -13,6 +13,27 @@ import pytest
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The same throwaway Airflow home `make test` uses, for a bare `pytest` run after `make airflow-home`.
 os.environ.setdefault("AIRFLOW_HOME", os.path.join(_REPO, ".airflow"))
+
+
+def _worker_home() -> None:
+    """Under pytest-xdist, each worker gets its own Airflow home below the shared one (its own metadata
+    database, default artifact root and logs), seeded with the shared home's migrated database when there is
+    one. Set before anything imports Airflow, which reads AIRFLOW_HOME once."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    import shutil
+
+    shared = os.environ["AIRFLOW_HOME"]
+    home = os.path.join(shared, "workers", worker)
+    os.makedirs(home, exist_ok=True)
+    database = os.path.join(shared, "airflow.db")
+    if os.path.exists(database) and not os.path.exists(os.path.join(home, "airflow.db")):
+        shutil.copy2(database, home)
+    os.environ["AIRFLOW_HOME"] = home
+
+
+_worker_home()
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(_REPO, "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("PJRT_DEVICE", "CPU")
