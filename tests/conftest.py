@@ -36,6 +36,7 @@ def _worker_home() -> None:
 _worker_home()
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(_REPO, "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")  # as make exports: no unit-test config swap
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 # Remote jobs wait in the triggerer, as in a deployment that runs one (the dev deployment sets the same); a test of
 # the worker-side wait passes deferrable=False, and tests/unit/operators checks the default follows this setting.

@@ -8,6 +8,9 @@ import os
 import subprocess
 from collections.abc import Iterator
 
+# Imported here, before the guard: croniter's import asks platform.architecture(), which runs `file -b` on the
+# interpreter; whichever unit test first imports Airflow's timetables would otherwise be refused for it.
+import croniter  # noqa: F401
 import pytest
 
 
