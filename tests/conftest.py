@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,6 @@ def _worker_home() -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker:
         return
-    import shutil
-
     shared = os.environ["AIRFLOW_HOME"]
     home = os.path.join(shared, "workers", worker)
     os.makedirs(home, exist_ok=True)
@@ -36,7 +35,6 @@ def _worker_home() -> None:
 _worker_home()
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", os.path.join(_REPO, "dags"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")  # as make exports: no unit-test config swap
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 # Remote jobs wait in the triggerer, as in a deployment that runs one (the dev deployment sets the same); a test of
 # the worker-side wait passes deferrable=False, and tests/unit/operators checks the default follows this setting.
