@@ -59,20 +59,26 @@ demo: airflow-home
 # The native stack's tests (marker `native`, set by these folders in tests/conftest.py) run in .venv-native on
 # torch 2.14 (test-native); the main venv's run (torch 2.9 + torch-xla) does not collect them.
 NATIVE_TESTS := tests/unit/trainium_trainer/native tests/unit/trainium_trainer/titan tests/integration/native tests/integration/titan
-# tests/e2e, whose tests share one deployment and one MNIST run, runs in a lane of its own after the rest.
-# `make test XDIST="-n 2 --dist loadfile"` runs the other lanes on two pytest-xdist workers, each with its own
-# Airflow home (not yet the default: tests/integration/image/test_real_image.py assumes its image is the first
-# build on the worker's registry, which another image test may have pushed first).
-XDIST ?=
+# The lanes of `make test`: tests/unit and tests/integration on two pytest-xdist workers (XDIST; each worker has
+# its own Airflow home, see tests/conftest.py) while .venv-native installs, then tests/e2e (one deployment, one
+# shared MNIST run: one process) beside the native lane (one process). `make test XDIST=` runs the first lane
+# in one process. Tests marked `install` (fresh environments from the built wheel) run in test-wheel instead.
+XDIST ?= -n 2 --dist loadfile
 test: airflow-home
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest tests/unit tests/integration $(addprefix --ignore=,$(NATIVE_TESTS)) $(XDIST) \
-		--durations=25 $(PYTEST_ARGS)
+	$(MAKE) -j2 test-main $(AIRFLOW_HOME_NATIVE)/.migrated
+	$(MAKE) -j2 --output-sync=target test-e2e test-native
+
+.PHONY: test-main test-e2e
+test-main: airflow-home
+	$(BIN)/python -m pytest tests/unit tests/integration $(addprefix --ignore=,$(NATIVE_TESTS)) -m "not install" \
+		$(XDIST) --durations=25 $(PYTEST_ARGS)
+
+test-e2e: airflow-home
 	$(BIN)/python -m pytest tests/e2e --durations=25 $(PYTEST_ARGS)
-	$(MAKE) test-native
 
 test-native: $(AIRFLOW_HOME_NATIVE)/.migrated
-	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) $(XDIST) \
+	AIRFLOW_HOME=$(AIRFLOW_HOME_NATIVE) $(NBIN)/python -m pytest -m native $(wildcard $(NATIVE_TESTS)) \
 		--durations=25 $(PYTEST_ARGS)
 
 # The loop while editing: tests/unit less its `process` tests (no server, no dag.test(), no subprocess), main venv.
@@ -95,7 +101,7 @@ lock:
 	$(UV_COMPILE) docker/requirements.in -c docker/requirements-base.txt --python-version 3.12 -o docker/requirements.txt
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_HOME) $(VENV_NATIVE) $(AIRFLOW_HOME_NATIVE)
+	rm -rf $(VENV) $(AIRFLOW_HOME) $(AIRFLOW_HOME)-install $(VENV_NATIVE) $(AIRFLOW_HOME_NATIVE)
 
 bench-parse: airflow-home
 	$(BIN)/python benchmarks/dag_parse.py
@@ -116,11 +122,14 @@ bench-native: venv-native
 
 # The built wheel installed as a platform team installs it, into fresh environments on the floor Airflow (3.0.6)
 # and on the newest: the DAGs installed into an empty folder, provider import, DAG parsing and the MNIST DAG on
-# local compute (tests/wheel).
+# local compute (tests/wheel); then the README's install block as written (tests marked `install`, in an Airflow
+# home of their own). Mostly downloads and installs: .ci/run runs it beside `make test`.
 .PHONY: test-wheel
-test-wheel:
+test-wheel: venv
 	PYTHON=$(PYTHON) bash .ci/wheel-airflow.sh floor $(PYTEST_ARGS)
 	PYTHON=$(PYTHON) bash .ci/wheel-airflow.sh newest $(PYTEST_ARGS)
+	AIRFLOW_HOME=$(AIRFLOW_HOME)-install $(BIN)/python -m pytest -m install tests/integration/deployment \
+		--durations=5 $(PYTEST_ARGS)
 
 # Per-step host overhead: our trainers against a recipe-style bare loop and transformers' Trainer, in one run.
 .PHONY: bench-trainer

@@ -114,7 +114,7 @@ def backfill_runs(api, dag_id: str) -> dict[str, dict]:
 def test_a_users_backfill_does_not_move_latest(deployment, api, user_api, registry):
     """The fine-tune beats its base (the verdict passes) and is registered, yet ``latest`` stays where it was; the
     cleared interval then adds no version (the registry returns the existing one). One interval is enough here:
-    the integration backfill test covers several intervals and their shared compilation."""
+    tests/integration/llama/test_dags.py covers two intervals and their shared compilation."""
     pretrain = "trainium_llama_pretrain"
     api.unpause(pretrain)
     resp = api.trigger(pretrain, {**LLAMA_FAST, "max_steps": 8, "synthetic_records": 100})

@@ -23,7 +23,7 @@ import pytest
 
 from airflow_provider_trainium.deployment_files import dags_folder
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.install]
 
 REPO = Path(__file__).resolve().parents[3]
 MARKER = "<!-- install-commands:"

@@ -74,7 +74,8 @@ def test_the_image_records_the_digest_of_the_base_it_was_built_from(
                          timeout=10)  # fmt: skip
     assert head.status_code == 200, head.status_code
     base_digest = head.headers["Docker-Content-Digest"]
-    assert built_image.result.built and built_image.result.base_digest == base_digest
+    # Built here or by an earlier module on this worker (same context, same tag): either way the digest is the base's.
+    assert built_image.result.base_digest == base_digest
     # What the registry holds under the image's tag carries both base labels.
     labels = built_image.registry.labels(built_image.result.tag) or {}
     assert labels[BASE_DIGEST_LABEL] == base_digest

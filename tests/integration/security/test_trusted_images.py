@@ -94,7 +94,7 @@ def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkey
         build = PrebuiltImage(task_id="build_image")
         job = NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
                                 compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
-                                retries=0)  # fmt: skip
+                                retries=0, poll_interval=1)  # fmt: skip
         build >> job
     run = run_dag(dag)
     assert states(run) == {"build_image": "success", "job": "success"}
