@@ -9,69 +9,23 @@ never close a loop; only the module named counts.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.source_imports import ROOT, imported_names, module_name, owner, package_modules
+
 PROVIDER = "airflow_provider_trainium"
-
-
-def module_name(path: Path, root: Path = ROOT) -> str:
-    parts = path.relative_to(root).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _run_time_nodes(tree: ast.AST):
-    """Every node of ``tree`` except those under an ``if TYPE_CHECKING:`` (its ``else`` still runs)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _owner(name: str, modules: set[str]) -> str | None:
-    """The provider module ``name`` lies in: itself, else its longest enclosing module."""
-    while name:
-        if name in modules:
-            return name
-        name = name.rpartition(".")[0]
-    return None
 
 
 def imported_modules(path: Path, modules: set[str], root: Path = ROOT) -> set[str]:
     """The provider modules ``path`` imports when it runs (``from m import n`` counts ``m.n`` if a module)."""
     me = module_name(path, root)
-    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
-    found: set[str] = set()
-    for node in _run_time_nodes(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
-        else:
-            continue
-        found.update(m for m in (_owner(n, modules) for n in names) if m is not None and m != me)
-    return found
+    found = {owner(name, modules) for name, _ in imported_names(path, root)}
+    return {m for m in found if m is not None and m != me}
 
 
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    paths = sorted((root / PROVIDER).rglob("*.py"))
-    modules = {module_name(p, root) for p in paths}
-    return {module_name(p, root): imported_modules(p, modules, root) for p in paths}
+    paths = package_modules(PROVIDER, root)
+    return {name: imported_modules(path, set(paths), root) for name, path in paths.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
