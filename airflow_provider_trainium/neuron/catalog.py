@@ -66,7 +66,7 @@ CATALOG: dict[str, InstanceType] = {
         InstanceType("trn1n.32xlarge", 16, 32, 16, 128, 512, 190.0),
         InstanceType("trn2.48xlarge", 16, 64, 16, 192, 2048, 667.0, logical_core_size=2),
         # One server of the Trn3 Gen1 UltraServer (16 Trainium3 chips); the name and EFA count are guesses
-        # (docs/fidelity.md, "Trn3").
+        # (docs/fidelity.md, "Trn3"). Announced, not launchable: see ``compute.remote.launch_problem``.
         InstanceType("trn3.48xlarge", 16, 64, 16, 192, 2048, 671.0, logical_core_size=2),
     )
 }

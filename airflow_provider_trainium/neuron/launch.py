@@ -23,28 +23,32 @@ EFA_ENV: dict[str, str] = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", 
 #: next to the EFA variables in its containerised multi-node launch scripts; see docs/fidelity.md). Multi-node
 #: Batch jobs run in awsvpc mode, where the task's interface is eth0. Single-node jobs leave it unset.
 MULTI_NODE_ENV: dict[str, str] = {"CCOM_SOCKET_IFNAME": "eth0"}
+#: neuronx-cc flags the PyTorch/XLA stack's LLM training guides set (docs/fidelity.md); the native stack's
+#: variable reference names no NEURON_CC_FLAGS, so native jobs run without them.
 LLM_ENV: dict[str, str] = {"NEURON_CC_FLAGS": "--model-type transformer --distribution-strategy=llm-training"}
 
 
-def preset_environment(image: str | None) -> dict[str, str]:
-    """``BASE_ENV`` less the variables the image's Neuron runtime deprecates (the release table says which)."""
-    from airflow_provider_trainium.neuron.releases import image_runtime
+def preset_environment(image: str | None, stack: str = boundary.STACK_XLA) -> dict[str, str]:
+    """``BASE_ENV`` less the variables the image's Neuron runtime deprecates (the release table says which). An
+    image that says nothing of its release, or names another stack's, is taken for ``stack``'s own image."""
+    from airflow_provider_trainium.neuron.releases import image_runtime, table
 
     release = image_runtime(image).release
-    deprecated = set(release.deprecated_env) if release else set()
-    return {name: value for name, value in BASE_ENV.items() if name not in deprecated}
+    if release is None or release.stack != stack:
+        release = table().image_for(stack)
+    return {name: value for name, value in BASE_ENV.items() if name not in release.deprecated_env}
 
 
 def layout_environment(spec: JobSpec) -> dict[str, str]:
     """What every run of this layout and image shares: presets, then what the layout adds (no per-run values)."""
-    env = preset_environment(spec.image)
+    env = preset_environment(spec.image, spec.stack)
     if not spec.distributed:
         env["NEURON_RT_NUM_CORES"] = "1"
     if spec.nodes > 1 and spec.instance.multi_node:
         env.update(EFA_ENV)
         env.update(MULTI_NODE_ENV)
-    if spec.workload == "llm":
-        env.update(LLM_ENV)
+    if spec.workload == "llm" and spec.stack == boundary.STACK_XLA:
+        env.update(LLM_ENV)  # flags of the XLA stack's LLM training docs; no TorchNeuron page names them
     if spec.tensor_parallel_size > 1:
         env[boundary.ENV_TENSOR_PARALLEL_SIZE] = str(spec.tensor_parallel_size)
     env[boundary.ENV_INSTANCE_TYPE] = spec.instance_type

@@ -70,10 +70,11 @@ def check_neuron_driver(config: TrainiumConfig, layout: Layout) -> CheckResult:
 
 
 def check_instance_family(layout: Layout) -> CheckResult:
+    from airflow_provider_trainium.compute.remote import launch_problem
     from airflow_provider_trainium.neuron.releases import family_problem, image_runtime
 
     name = "instance family"
-    problem = family_problem(layout.image, layout.instance_type)
+    problem = launch_problem(layout.instance_type) or family_problem(layout.image, layout.instance_type)
     if problem:
         return error(name, problem)
     release = image_runtime(layout.image).release

@@ -23,7 +23,7 @@ from airflow_provider_trainium.compute.base import (
 from airflow_provider_trainium.compute.batch import definitions as defs
 from airflow_provider_trainium.compute.batch.status import CANCEL_PREFIX, batch_state, exit_code
 from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
-from airflow_provider_trainium.compute.remote import remote_storage_problem
+from airflow_provider_trainium.compute.remote import remote_launch_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.plan import ContainerPlan
@@ -108,7 +108,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         """The job definition for the plan, after every check that needs no API call."""
         spec = plan.spec
         definition = defs.build_job_definition(plan, self.settings)
-        problem = remote_storage_problem(spec, self.config.artifact_root, self.name)
+        problem = remote_launch_problem(spec, self.config.artifact_root, self.name)
         if problem:
             raise BatchInputError(problem)
         self.job_queue(spec.instance_type, spec.capacity_reservation)

@@ -33,7 +33,7 @@ from airflow_provider_trainium.compute.ecs.definitions import (
 )
 from airflow_provider_trainium.compute.ecs.status import STOPPED, task_id, task_status
 from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
-from airflow_provider_trainium.compute.remote import remote_storage_problem
+from airflow_provider_trainium.compute.remote import remote_launch_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.plan import ContainerPlan
@@ -142,7 +142,7 @@ class EcsBackend(WatchedBackend, ComputeBackend):
             )
         if not spec.image:
             problems.append("no image: set the operator's image or the trainium connection's image")
-        storage = remote_storage_problem(spec, self.config.artifact_root, self.name)
+        storage = remote_launch_problem(spec, self.config.artifact_root, self.name)
         if storage:
             problems.append(storage)
         if not problems:

@@ -141,3 +141,17 @@ def test_a_location_the_nodes_cannot_reach_fails_before_any_call(batch_env):
             backend.submit(spec(nodes=2, **changes), "job-a", TAGS)
         assert named in str(refused.value) and "compute='batch' runs the job on AWS" in str(refused.value)
         assert counter.calls == {}
+
+
+def test_an_instance_type_ec2_cannot_launch_fails_before_any_call(batch_env):
+    """An announced type the EC2 API does not list yet (trn3 with this botocore) never reaches SubmitJob."""
+    from airflow_provider_trainium.compute.remote import ec2_instance_types
+    from airflow_provider_trainium.neuron.catalog import CATALOG
+
+    unlaunchable = sorted(t for t in CATALOG if t not in ec2_instance_types())
+    if not unlaunchable:
+        pytest.skip("every catalog type is in this botocore's EC2 model")
+    backend, counter = backend_on(batch_env, batch_env.queue, batch_job_queues={unlaunchable[0]: batch_env.queue})
+    with pytest.raises(BatchInputError, match="EC2 cannot launch it yet"):
+        backend.submit(spec(nodes=1, instance_type=unlaunchable[0], stack="native"), "job-a", TAGS)
+    assert counter.calls == {}

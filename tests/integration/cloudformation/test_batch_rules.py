@@ -84,10 +84,20 @@ def efa_problems(template: dict[str, Any], name: str) -> list[str]:
     return problems
 
 
+def possible_values(node: Any) -> list[Any]:
+    """Every value a property may take: each branch of its Fn::If (AWS::NoValue as None)."""
+    if isinstance(node, dict) and set(node) == {"Fn::If"}:
+        _, when_true, when_false = node["Fn::If"]
+        return possible_values(when_true) + possible_values(when_false)
+    return [None if node == {"Ref": "AWS::NoValue"} else node]
+
+
 def placement_problems(template: dict[str, Any], name: str) -> list[str]:
     compute = compute_environments(template)[name]["Properties"]["ComputeResources"]
-    group = ref_target(template, compute.get("PlacementGroup"), "AWS::EC2::PlacementGroup")
-    if group is None or group["Properties"].get("Strategy") != "cluster":
+    groups = [
+        ref_target(template, v, "AWS::EC2::PlacementGroup") for v in possible_values(compute.get("PlacementGroup"))
+    ]
+    if not any(group and group["Properties"].get("Strategy") == "cluster" for group in groups):
         return []
     subnets = compute["Subnets"]
     if isinstance(subnets, list) and len(subnets) == 1:
@@ -157,7 +167,6 @@ def test_the_template_has_compute_environments_to_check() -> None:
         "Trn1ComputeEnvironment",
         "Trn1nComputeEnvironment",
         "Trn2ComputeEnvironment",
-        "Trn3ComputeEnvironment",
     ]
 
 

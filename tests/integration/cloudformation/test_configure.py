@@ -216,14 +216,15 @@ def test_airflows_own_cli_writes_the_driver_the_stacks_pin(aws_conn_id: str, bas
 
 
 def test_each_queue_and_cluster_gets_the_driver_its_hosts_pin(aws_conn_id: str, base_stack: str, conn_id: str) -> None:
-    """A Batch stack with all four queues on its template defaults and an ECS Trn3 cluster for the native image:
-    the Trn1/Trn1n queues' hosts run the XLA release's driver (NeuronDriverVersion), the Trn2/Trn3 queues' and the
-    ECS instances the native release's (NativeNeuronDriverVersion, and the ECS stack's own parameter). All four
-    queues, as moto renders a disabled queue's AWS::NoValue in BatchJobQueues' Fn::Join as "None"."""
+    """A Batch stack with all three queues on its template defaults and an ECS Trn2 cluster for the native image:
+    the Trn1/Trn1n queues' hosts run the XLA release's driver (NeuronDriverVersion), the Trn2 queue's and the
+    ECS instances the native release's (NativeNeuronDriverVersion, and the ECS stack's own parameter), the same
+    driver for trn2.48xlarge from both stacks. All three queues, as moto renders a disabled queue's
+    AWS::NoValue in BatchJobQueues' Fn::Join as "None"."""
     xla, native = table().image_for("xla"), table().image_for("native")
-    deploy(aws_conn_id, "trn-ecs", "ecs", BaseStackName=base_stack, InstanceType="trn3.48xlarge",
+    deploy(aws_conn_id, "trn-ecs", "ecs", BaseStackName=base_stack, InstanceType="trn2.48xlarge",
            NeuronDriverVersion=native.driver)  # fmt: skip
-    enabled = {f"Enable{p}": "enabled" for p in ("Trn1", "Trn1n", "Trn2", "Trn3")}
+    enabled = {f"Enable{p}": "enabled" for p in ("Trn1", "Trn1n", "Trn2")}
     outputs = deploy_batch_outputs(aws_conn_id, "trn-batch", BaseStackName=base_stack, **enabled)
     assert (outputs["NeuronDriverVersion"], outputs["NativeNeuronDriverVersion"]) == (xla.driver, native.driver)
     argv = ["configure", "--stack", base_stack, "--stack", "trn-ecs", "--stack", "trn-batch", "--dry-run"]
@@ -233,7 +234,6 @@ def test_each_queue_and_cluster_gets_the_driver_its_hosts_pin(aws_conn_id: str, 
         "trn1.32xlarge": xla.driver,
         "trn1n.32xlarge": xla.driver,
         "trn2.48xlarge": native.driver,
-        "trn3.48xlarge": native.driver,
     }
     assert config.neuron_driver_version is None
     assert config.neuron_driver_for("trn1.32xlarge") == xla.driver

@@ -6,10 +6,12 @@ scripts/enable-ecs-agent-inferentia-support.sh), and a driver newer than the ima
 fails nrt_init() (Neuron 2.31 release notes: driver 2.29 needs Neuron Runtime 2.33 or later). So the user
 data of every launch template installs exactly ``NeuronDriverVersion`` from the Neuron yum repository, as
 AWS's Batch llama2 sample (aws-neuron-samples) installs its driver in launch template user data, reloads the
-module and fails unless the loaded driver is that version. No one driver serves both training images (the XLA
-image's runtime 2.30 fails on driver 2.29+, the native image's 2.35 needs 2.31+), so the Batch stack's Trn2 and
-Trn3 launch templates pin ``NativeNeuronDriverVersion`` instead. The scripts run here against stand-ins for rpm,
-dnf, modprobe and modinfo, with the paths they touch moved into a temporary directory."""
+module and, unless the loaded driver is that version, takes the host out: disables the ECS agent, shuts the
+instance down (its launch template terminates it on shutdown) and fails. No one driver serves both training
+images (the XLA image's runtime 2.30 fails on driver 2.29+, the native image's 2.35 needs 2.31+), so the Batch
+stack's Trn2 launch template pins ``NativeNeuronDriverVersion`` instead. The scripts run here against stand-ins
+for rpm, dnf, modprobe, modinfo, fi_info, systemctl and shutdown, with the paths they touch moved into a
+temporary directory."""
 
 from __future__ import annotations
 
@@ -29,14 +31,13 @@ from airflow_provider_trainium.stack import BATCH_DRIVER_OUTPUTS, DRIVER_OUTPUTS
 from tests.integration.cloudformation.conftest import substitute
 
 PINNING = ("ecs", "batch")
-SCRIPTS = ("ecs", "batch-Trn1", "batch-Trn1n", "batch-Trn2", "batch-Trn3")
-#: The parameter each script pins (the XLA image's driver on Trn1, the native image's on Trn2 and Trn3).
+SCRIPTS = ("ecs", "batch-Trn1", "batch-Trn1n", "batch-Trn2")
+#: The parameter each script pins (the XLA image's driver on Trn1, the native image's on Trn2).
 PARAMETER = {
     "ecs": "NeuronDriverVersion",
     "batch-Trn1": "NeuronDriverVersion",
     "batch-Trn1n": "NeuronDriverVersion",
     "batch-Trn2": "NativeNeuronDriverVersion",
-    "batch-Trn3": "NativeNeuronDriverVersion",
 }
 #: (template, driver parameter, the image release whose driver is its default).
 DEFAULTS = [
@@ -69,7 +70,7 @@ def user_data_script(templates: dict[str, Any], which: str) -> tuple[str, dict[s
 @pytest.mark.parametrize(("name", "parameter_name", "stack"), DEFAULTS)
 def test_driver_default_is_the_one_the_image_release_ships(templates, name, parameter_name, stack) -> None:
     """Each default is the aws-neuronx-dkms of the Neuron release its image builds on (releases.toml: the XLA
-    image's for Trn1 and the ECS stack, the native image's for the Batch Trn2/Trn3 queues), and matches the
+    image's for Trn1 and the ECS stack, the native image's for the Batch Trn2 queue), and matches the
     template's own AllowedPattern and the connection fields' pattern."""
     parameter = templates[name]["Parameters"][parameter_name]
     assert parameter["Type"] == "String"
@@ -87,7 +88,7 @@ def test_the_two_batch_drivers_cannot_be_one(templates: dict[str, Any]) -> None:
     xla, native = table().image_for("xla"), table().image_for("native")
     assert not xla.accepts_driver(native.driver) and not native.accepts_driver(xla.driver)
     described = templates["batch"]["Parameters"]["NativeNeuronDriverVersion"]["Description"]
-    assert "Trn2 and Trn3" in described and "native stack's image" in described
+    assert "Trn2 instances" in described and "native stack's image" in described
     assert "XLA stack's image needs this set to the XLA driver" in described
     assert "Trn1 and Trn1n" in templates["batch"]["Parameters"]["NeuronDriverVersion"]["Description"]
     assert "native stack's" in templates["ecs"]["Parameters"]["InstanceType"]["Description"]
@@ -170,7 +171,16 @@ if [ "$1" = -r ]; then [ ! -f "$STATE/busy" ] || exit 1; rm -rf "$mod"; exit 0; 
 mkdir -p "$mod"; cp "$STATE/ondisk" "$mod/version"
 """,
     "modinfo": """[ -f "$STATE/ondisk" ] && cat "$STATE/ondisk" """,
+    # A host taking itself out: only logged.
+    "systemctl": "",
+    "shutdown": "",
 }
+TAKE_OUT = ["systemctl disable --now ecs", "shutdown -h now"]
+
+
+def took_itself_out(log: list[str]) -> list[str]:
+    """The calls of the log that take a host out (stop its ECS agent for good, shut it down), in order."""
+    return [line for line in log if line.startswith(("systemctl", "shutdown"))]
 
 
 def run_script(templates, which: str, tmp_path: Path, installed: str | None, flags: tuple[str, ...] = ()):
@@ -185,7 +195,8 @@ def run_script(templates, which: str, tmp_path: Path, installed: str | None, fla
     state, bin_dir = tmp_path / "state", tmp_path / "bin"
     for d in (state, bin_dir, tmp_path / "yum.repos.d", tmp_path / "ecs", tmp_path / "efa" / "bin"):
         d.mkdir(parents=True)
-    for name, body in {**STUBS, "fi_info": "echo provider: efa"}.items():
+    fi_info = '[ ! -f "$STATE/no_efa" ] || exit 1; echo provider: efa'
+    for name, body in {**STUBS, "fi_info": fi_info}.items():
         stub = (tmp_path / "efa" / "bin" if name == "fi_info" else bin_dir) / name
         stub.write_text(f'#!/bin/bash\necho "{name} $*" >> "$STATE/log"\n{body}\n')
         stub.chmod(0o755)
@@ -212,6 +223,7 @@ def test_a_host_already_on_the_pinned_driver_is_left_alone(templates, which, tmp
     assert done.returncode == 0, done.stderr
     assert loaded == PINNED
     assert not [line for line in log if line.startswith(("dnf", "modprobe"))], log
+    assert took_itself_out(log) == []
     if which == "ecs":
         assert "ECS_CLUSTER=trn-cluster" in ecs_config
 
@@ -229,6 +241,7 @@ def test_a_newer_driver_is_replaced_by_the_pinned_one_and_loaded(templates, whic
         "modprobe -r neuron",
         "modprobe neuron",
     ]
+    assert took_itself_out(log) == []
     repo = (tmp_path / "yum.repos.d" / "neuron.repo").read_text()
     assert "baseurl=https://yum.repos.neuron.amazonaws.com\n" in repo and "gpgcheck=1\n" in repo
     if which == "ecs":
@@ -242,6 +255,7 @@ def test_a_host_without_a_driver_gets_the_pinned_one(templates, which, tmp_path)
     assert done.returncode == 0, done.stderr
     assert loaded == PINNED
     assert not [line for line in log if line.startswith("rpm -e")]
+    assert took_itself_out(log) == []
 
 
 @needs_bash
@@ -253,15 +267,31 @@ def test_a_host_without_a_driver_gets_the_pinned_one(templates, which, tmp_path)
 )
 def test_a_host_left_on_another_driver_fails_naming_both(templates, which, tmp_path, flags, loaded_then) -> None:
     """The check reads the loaded module's version: a module that cannot be unloaded, or a package that
-    cannot be installed, leaves another driver running, and the user data exits non-zero. On ECS that is
-    before the agent config is written, so the instance never joins the stack's cluster."""
+    cannot be installed, leaves another driver running, and the host takes itself out: it disables the ECS
+    agent, which would otherwise start anyway (Batch writes ECS_CLUSTER in its own user data part; on ECS it
+    would join the cluster named default), shuts down and exits non-zero. On ECS that is before the agent
+    config is written, so the instance never joins the stack's cluster."""
     done, log, _, ecs_config = run_script(templates, which, tmp_path, installed=NEWER, flags=flags)
-    assert done.returncode != 0
+    assert done.returncode == 1
     assert f"the loaded neuron driver is {loaded_then}, {PARAMETER[which]} is {PINNED}" in done.stderr
+    assert took_itself_out(log) == TAKE_OUT
     if which == "ecs":
         assert "ECS_CLUSTER" not in ecs_config
     else:
         assert not [line for line in log if line.startswith("fi_info")]  # stopped before the EFA part
+
+
+@needs_bash
+@pytest.mark.parametrize("which", [w for w in SCRIPTS if w.startswith("batch-")])
+def test_a_batch_host_without_efa_takes_itself_out(templates, which, tmp_path) -> None:
+    """A host on the pinned driver whose EFA check fails (fi_info -p efa lists no provider) is taken out too:
+    a multi-node job on it would fail, or fall back off EFA."""
+    done, log, loaded, _ = run_script(templates, which, tmp_path, installed=PINNED, flags=("no_efa",))
+    assert loaded == PINNED
+    assert done.returncode == 1
+    assert "EFA check failed" in done.stderr
+    assert [line for line in log if line.startswith("fi_info")] == ["fi_info -p efa"]
+    assert took_itself_out(log) == TAKE_OUT
 
 
 @needs_bash

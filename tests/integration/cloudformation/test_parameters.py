@@ -29,7 +29,7 @@ GOOD: dict[str, list[dict[str, Any]]] = {
     "ecs": [
         STACKS,
         {**STACKS, "InstanceType": "trn1.32xlarge", "MaxInstances": 8},
-        {**STACKS, "InstanceType": "trn3.48xlarge", "NeuronDriverVersion": "2.31.7.0"},
+        {**STACKS, "InstanceType": "trn2.48xlarge", "NeuronDriverVersion": "2.31.7.0"},
     ],
     "batch": [
         STACKS,
@@ -50,6 +50,8 @@ BAD: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({**STACKS, "InstanceType": "p4d.24xlarge"}, "'p4d.24xlarge' is not one of"),
         ({**STACKS, "InstanceType": "inf2.xlarge"}, "'inf2.xlarge' is not one of"),
         ({**STACKS, "InstanceType": "trn1n.32xlarge"}, "'trn1n.32xlarge' is not one of"),
+        # Not launchable yet: botocore's EC2 model lists no trn3 type (test_templates.py).
+        ({**STACKS, "InstanceType": "trn3.48xlarge"}, "'trn3.48xlarge' is not one of"),
         ({**STACKS, "MaxInstances": 0}, "0 is not one of"),
     ],
     "batch": [

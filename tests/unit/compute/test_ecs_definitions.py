@@ -35,6 +35,12 @@ BASE_ENV = [
 ]
 
 
+def preset_env(stack: str) -> list[dict[str, str]]:
+    """The presets of ``stack``'s image: the native release deprecates implicit async (neuron/releases.toml)."""
+    deprecated = {"native": {"NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS"}}.get(stack, set())
+    return [e for e in BASE_ENV if e["name"] not in deprecated]
+
+
 def ecs_shape(operation: str):
     return botocore.session.get_session().get_service_model("ecs").operation_model(operation).input_shape
 
@@ -68,7 +74,7 @@ def expected_definition(instance_type: str, chips: int, cpu: int, memory: int, s
                 "cpu": cpu,
                 "memory": memory,
                 "environment": [
-                    *BASE_ENV,
+                    *preset_env(auto_stack(instance_type)),
                     {"name": "TRAINIUM_INSTANCE_TYPE", "value": instance_type},
                     {"name": "TRAINIUM_PEAK_FLOPS", "value": peak},
                     {"name": "TRAINIUM_STACK", "value": auto_stack(instance_type)},

@@ -116,3 +116,13 @@ def test_environment_presets_and_overrides():
     assert "NEURON_RT_NUM_CORES" not in env  # torchrun jobs get one core per rank from torch-neuronx
     assert "XLA_USE_BF16" not in env
     assert job_environment(spec(distributed=False))["NEURON_RT_NUM_CORES"] == "1"
+
+
+@pytest.mark.parametrize("image", [None, "acct.dkr.ecr.us-east-1.amazonaws.com/t:1"])
+def test_a_native_job_gets_neither_the_deprecated_async_variable_nor_the_xla_llm_flags(image):
+    """Implicit async is legacy from Neuron 2.29 and the LLM flags are the XLA stack's: both stay off the native
+    stack, whether or not its image says which release it carries; an XLA job of the same layout keeps both."""
+    native = job_environment(spec(workload="llm", stack="native", instance_type="trn2.48xlarge", image=image))
+    xla = job_environment(spec(workload="llm", stack="xla", instance_type="trn2.48xlarge", image=image))
+    assert "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS" not in native and "NEURON_CC_FLAGS" not in native
+    assert xla["NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS"] == "3" and "NEURON_CC_FLAGS" in xla

@@ -30,3 +30,14 @@ def test_a_beta_or_unsupported_release_is_warned_about_and_a_supported_one_is_no
 def test_the_table_holds_a_beta_and_an_unsupported_release():
     """The test above then covers both kinds of warning."""
     assert {"supported", "beta", "unsupported"} <= {r.training_support for r in table().releases.values()}
+
+
+def test_an_instance_type_ec2_cannot_launch_is_an_error_before_anything_is_paid_for():
+    from airflow_provider_trainium.compute.remote import ec2_instance_types
+
+    unlaunchable = sorted(t for t in CATALOG if t not in ec2_instance_types())
+    if not unlaunchable:
+        pytest.skip("every catalog type is in this botocore's EC2 model")
+    layout = Layout(instance_type=unlaunchable[0], nodes=1, compute="batch", image=None)
+    result = check_instance_family(layout)
+    assert result.status == "error" and "EC2 cannot launch it yet" in result.reason, result
