@@ -9,9 +9,10 @@ Hugging Face directory, which the evaluation job and the registry take like the 
   Trn2/Trn3 type.
 * No compile task: TorchTitan runs eager here (no ``torch.compile`` in its job config), so there is no graph
   cache to warm.
-* Checkpoints: TorchTitan's checkpointer writes local folders only. Local compute checkpoints to the run's
-  checkpoint folder, so a retry resumes there; on ECS/Batch they stay on the node's disk, so a retry there
-  restarts from step 0. One node only: rank 0 exports the checkpoint, which must hold every rank's shards.
+* Checkpoints go to the run's checkpoint URI: a folder on local compute, ``s3://`` on ECS/Batch, where each node
+  mirrors it (TorchTitan's checkpointer writes local files) and pushes each checkpoint as it is saved, so a
+  retry resumes from the last one on any instance. One node only: rank 0 exports the checkpoint, which must hold
+  every rank's shards.
 
 Image step: on ECS/Batch without an ``image`` param, ``NeuronImageBuildOperator`` builds (or finds) the native
 training image for the repository this DAG file lives in; on local compute, or with an ``image``, it is skipped.
@@ -58,27 +59,16 @@ TRAIN_ARGS = [
     "--data-uri",
     planned("data_uri"),
     "--checkpoint-uri",
-    planned("titan_checkpoint_uri"),
+    planned("checkpoint_uri"),
     *kit.param_args("flavor", "max_steps", "batch_size", "learning_rate", "seed", "log_every"),
     *kit.param_args("checkpoint_every", "keep_checkpoints", "tensor_parallel_size"),
 ]
 
 
 def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
-    """This run's URIs under ``<artifact root>/llama/titan/<run key>``, and where TorchTitan checkpoints: the
-    run's checkpoint folder when it is a local one on local compute, else the trainer's folder on the node's
-    disk (an empty ``--checkpoint-uri``), since TorchTitan's checkpointer cannot write ``s3://``."""
-    from airflow_provider_trainium.compute.backends import resolve_compute
-
+    """This run's URIs under ``<artifact root>/llama/titan/<run key>``."""
     prefix = kit.run_prefix(config, "llama", "titan", run_id=context["run_id"])
-    uris = kit.stage_uris(prefix)
-    local = resolve_compute(params["compute"], config, int(params["nodes"])) == "local"
-    on_disk = local and uris["checkpoint_uri"].startswith("file://")
-    return {
-        **uris,
-        "tokenizer_uri": f"{prefix}/data/tokenizer.json",
-        "titan_checkpoint_uri": uris["checkpoint_uri"] if on_disk else "",
-    }
+    return {**kit.stage_uris(prefix), "tokenizer_uri": f"{prefix}/data/tokenizer.json"}
 
 
 def gate_verdict(result: dict[str, Any], plan: dict[str, Any], registered: Any) -> str:
@@ -143,7 +133,7 @@ with DAG(
         source_uri=kit.output_of("train"),
         register_failed_models=True,  # every run's model is kept; the gate below decides what becomes latest
         dataset_uri=planned("data_uri"),
-        checkpoint_uri=planned("titan_checkpoint_uri"),
+        checkpoint_uri=planned("checkpoint_uri"),
         image=IMAGE,
     )
     promote = kit.promote_latest(

@@ -11,9 +11,9 @@ inductor, whose persistent caches (FX graphs, AOTAutograd, kernels) live under `
 the stand-in the tests here can warm and read back.
 
 Both are directories: no source says TorchNeuron's NEFF cache takes an ``s3://`` URL (a guess that it does not).
-So for an ``s3://`` cache URI (the cache of every ECS/Batch job) each node keeps a local mirror: pulled from
-the URI before the first compilation, and what the run added pushed back at its end
-(:meth:`CompileCache.push`, one process per node). A rerun on a fresh instance then starts warm, which is what
+So for an ``s3://`` cache URI (the cache of every ECS/Batch job) each node keeps a local mirror
+(``common/mirror.py``): pulled from the URI before the first compilation, and what the run added pushed back at
+its end (:meth:`CompileCache.push`, one process per node). A rerun on a fresh instance then starts warm, which is what
 the compile step's key record promises.
 
 Must run before the first compilation: both caches read their directory when they first compile.
@@ -21,14 +21,12 @@ Must run before the first compilation: both caches read their directory when the
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
 import os
-import tempfile
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
+from trainium_trainer.common import mirror
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.uri import local_path
 from trainium_trainer.native.device import COMPILE_BACKENDS, CPU, NEURON
@@ -66,67 +64,13 @@ class CompileCache:
     def push(self) -> int:
         """Upload what this node's mirror has and the remote cache lacks; one process per node does it
         (local rank 0, after every rank of the node has compiled). Returns the files uploaded."""
-        if self.remote is None or self.directory is None or os.environ.get("LOCAL_RANK", "0") != "0":
+        if self.remote is None or self.directory is None:
             return 0
-        fs, root = uris.filesystem(self.remote)
-        pushed = 0
         try:
-            have = remote_sizes(self.remote)
-            for rel, size in sorted(local_sizes(self.directory).items()):
-                if have.get(rel) != size:
-                    fs.put_file(os.path.join(self.directory, rel), f"{root.rstrip('/')}/{rel}")
-                    pushed += 1
+            return mirror.push(self.directory, self.remote)
         except OSError as err:  # the run's outputs are written: a cold cache next time is no reason to fail it
-            log.warning("compile cache: pushing to %s stopped after %d file(s): %s", self.remote, pushed, err)
-            return pushed
-        log.info("compile cache: pushed %d new file(s) from %s to %s", pushed, self.directory, self.remote)
-        return pushed
-
-
-def cacheable(rel: str) -> bool:
-    """Lock files belong to the processes that made them, not to the cache."""
-    parts = rel.split("/")
-    return not rel.endswith(".lock") and "locks" not in parts[:-1]
-
-
-def local_sizes(directory: str) -> dict[str, int]:
-    found = {}
-    for folder, _, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(folder, name)
-            rel = os.path.relpath(path, directory).replace(os.sep, "/")
-            if cacheable(rel):
-                found[rel] = os.path.getsize(path)
-    return found
-
-
-def remote_sizes(remote: str) -> dict[str, int]:
-    fs, root = uris.filesystem(remote)
-    root = root.rstrip("/")
-    if not fs.exists(root):
-        return {}
-    return {path[len(root) :].lstrip("/"): int(info.get("size") or 0)
-            for path, info in fs.find(root, detail=True).items()}  # fmt: skip
-
-
-def pull(remote: str, directory: str) -> int:
-    """Copy the remote cache's files that this node's mirror lacks; the node's ranks take turns under a lock,
-    so the first downloads and the others find everything present. Returns the files the mirror then holds."""
-    fs, root = uris.filesystem(remote)
-    os.makedirs(directory, exist_ok=True)
-    with open(f"{directory}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        have = local_sizes(directory)
-        pulled = 0
-        for rel, size in sorted(remote_sizes(remote).items()):
-            if cacheable(rel) and have.get(rel) != size:
-                target = os.path.join(directory, *rel.split("/"))
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                fs.get_file(f"{root.rstrip('/')}/{rel}", target)
-                pulled += 1
-        if pulled:
-            log.info("compile cache: pulled %d file(s) from %s", pulled, remote)
-        return len(local_sizes(directory))
+            log.warning("compile cache: pushing to %s failed: %s", self.remote, err)
+            return 0
 
 
 def configure_compile_cache(
@@ -139,12 +83,11 @@ def configure_compile_cache(
         if not cache_uri:
             return CompileCache(backend, environ.get(variable), persistent=False)
         remote = uris.join(cache_uri, CACHE_SUBDIR[device_type])
-        mirror = os.path.join(tempfile.gettempdir(), "trainium-compile-cache",
-                              hashlib.sha256(remote.encode()).hexdigest()[:16])  # fmt: skip
-        held = pull(remote, mirror)
-        environ[variable] = mirror
-        log.info("compile cache: %s mirrored at %s (%d file(s))", remote, mirror, held)
-        return CompileCache(backend, mirror, persistent=True, remote=remote, files_at_start=held)
+        directory = mirror.mirror_directory(remote, "compile-cache")
+        held = mirror.pull(remote, directory)
+        environ[variable] = directory
+        log.info("compile cache: %s mirrored at %s (%d file(s))", remote, directory, held)
+        return CompileCache(backend, directory, persistent=True, remote=remote, files_at_start=held)
     directory = os.path.join(path, CACHE_SUBDIR[device_type])
     os.makedirs(directory, exist_ok=True)
     environ[variable] = directory

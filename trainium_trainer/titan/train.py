@@ -5,7 +5,8 @@ Per rank: the job config TOML is generated from the arguments (``trainium_traine
 ``Trainer`` (``torchtitan.train``) over our spec (``trainium_trainer.titan.spec``: our flavours, the data job's blocks).
 Around it: the live stream and ``metrics.json`` as the native trainer writes them (a train record per logged
 step, from the losses TorchTitan's trainer logs), then rank 0 converts TorchTitan's last DCP checkpoint to a
-Hugging Face directory at the output and evaluates it. A rerun resumes from TorchTitan's newest checkpoint.
+Hugging Face directory at the output and evaluates it. A rerun resumes from TorchTitan's newest checkpoint, also
+on a fresh instance when the checkpoints are on S3 (mirrored on each node, ``common/mirror.py``).
 
     torchrun --nproc-per-node 2 -m trainium_trainer.titan.train --data-uri D --output-uri O --max-steps 20
 """
@@ -18,10 +19,12 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from trainium_trainer import boundary
+from trainium_trainer.common import mirror
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.common.inputs import check_input
@@ -40,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--checkpoint-uri",
         default=env(boundary.ENV_CHECKPOINT_URI),
-        help="a local folder for TorchTitan's DCP checkpoints (default <output>/titan/checkpoint)",
+        help="TorchTitan's DCP checkpoints: a folder, or s3:// mirrored per node (default <output>/titan/checkpoint)",
     )
     p.add_argument("--flavor", "--preset", dest="flavor", default=DEBUG_FLAVOR, choices=FLAVORS)
     p.add_argument("--max-steps", type=int, required=True)
@@ -70,15 +73,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def local_folder(uri: str | None, what: str) -> str | None:
-    """TorchTitan reads and writes its folders with plain file I/O: a ``file://`` URI or a path only."""
+    """TorchTitan reads its base model with plain file I/O: a ``file://`` URI or a path only."""
     if not uri:
         return None
     path = uris.local_path(uri)
     if path is None:
-        raise BadInputError(f"{what} {uri!r}: TorchTitan's checkpointer writes local folders only (file:// or a "
-                            "path); the native trainer (trainium_trainer.llama.train) checkpoints to s3://"
-                            )  # fmt: skip
+        raise BadInputError(f"{what} {uri!r}: TorchTitan reads local folders only (file:// or a path)")
     return str(Path(path).resolve())
+
+
+def checkpoint_folder(uri: str | None, default: Path) -> tuple[str, str | None]:
+    """TorchTitan's checkpoint folder (its checkpointer does plain file I/O) and the remote folder it mirrors:
+    an ``s3://`` ``--checkpoint-uri`` (every ECS/Batch job's) is pulled into a node-local mirror before training
+    and each checkpoint pushed back as it is saved, so a retry on a fresh instance resumes from the last one."""
+    if not uri:
+        return str(default), None
+    path = uris.local_path(uri)
+    if path is not None:
+        return str(Path(path).resolve()), None
+    folder = mirror.mirror_directory(uri, "titan-checkpoint")
+    held = mirror.pull(uri, folder)
+    log.info("checkpoints: %s mirrored at %s (%d file(s))", uri, folder, held)
+    return folder, uri
 
 
 def write_config(path: Path, text: str) -> None:
@@ -90,8 +106,9 @@ def write_config(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def trainer_class(metrics: Any) -> type:
-    """TorchTitan's ``Trainer`` with its logged losses copied into our stream and its steps timed."""
+def trainer_class(metrics: Any, saved: Callable[[], object] = lambda: None) -> type:
+    """TorchTitan's ``Trainer`` with its logged losses copied into our stream, its steps timed, and ``saved``
+    called on every rank after each checkpoint it saves (DCP's save returns once every rank has written)."""
     from torchtitan.train import Trainer
 
     class TitanTrainer(Trainer):
@@ -112,6 +129,13 @@ def trainer_class(metrics: Any) -> type:
                               lr=float((extra_metrics or {}).get("lr", float("nan"))))  # fmt: skip
 
             self.metrics_processor.log = log_and_stream
+            save = self.checkpointer.save
+
+            def save_and_report(curr_step: int, last_step: bool = False) -> None:
+                save(curr_step, last_step=last_step)
+                saved()
+
+            self.checkpointer.save = save_and_report
 
         def train_step(self, data_iterator: Any) -> None:
             started = time.perf_counter()
@@ -175,10 +199,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     vocab_size, block_size = int(index["vocab_size"]), int(index["block_size"])
     local_output = uris.local_path(args.output_uri)
     dump = Path(local_output) / "titan" if local_output else Path(tempfile.gettempdir()) / "trainium-titan"
-    checkpoint_folder = local_folder(args.checkpoint_uri, "--checkpoint-uri") or str(dump / "checkpoint")
+    checkpoints, remote_checkpoints = checkpoint_folder(args.checkpoint_uri, dump / "checkpoint")
     base_dir = local_folder(args.base_model_uri, "--base-model-uri")
     run = titan_config.TitanRun(
-        flavor=args.flavor, dump_folder=str(dump), checkpoint_folder=checkpoint_folder, steps=args.max_steps,
+        flavor=args.flavor, dump_folder=str(dump), checkpoint_folder=checkpoints, steps=args.max_steps,
         batch_size=args.batch_size, seq_len=block_size, dp_shard=dp, tp=args.tensor_parallel_size,
         seed=args.seed, lr=args.lr, weight_decay=args.weight_decay, warmup_steps=args.warmup_steps,
         min_lr_ratio=args.min_lr_ratio, max_grad_norm=args.max_grad_norm, log_every=args.log_every,
@@ -192,14 +216,19 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model_args.update_from_config(job)
 
     hf = convert.hf_config(model_args)
-    start = max(convert.checkpoint_steps(checkpoint_folder), default=0)
+    start = max(convert.checkpoint_steps(checkpoints), default=0)
     tokens_per_step = args.batch_size * run.seq_len * dp
     metrics = TrainMetrics(args.output_uri, enabled=rank == 0, total_steps=args.max_steps, start_step=start,
                            items_per_step=tokens_per_step, unit="tokens",
                            flops_per_item=flops_per_token(hf, run.seq_len), peak_flops=job_peak_flops(world_size),
                            every_s=args.stream_every_s, progress_every_s=args.progress_every_s)  # fmt: skip
     init_logger()
-    titan = trainer_class(metrics)(job)
+
+    def push_checkpoints() -> None:
+        if remote_checkpoints:
+            mirror.push(checkpoints, remote_checkpoints)
+
+    titan = trainer_class(metrics, push_checkpoints)(job)
     try:
         titan.train()
     finally:
@@ -214,7 +243,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         metrics.close()
         return {"steps": final_step}
 
-    step_dir = str(Path(checkpoint_folder) / f"step-{final_step}")
+    if remote_checkpoints:  # every node pushed its shards before the barrier: gather them all for the export
+        mirror.pull(remote_checkpoints, checkpoints)
+    step_dir = str(Path(checkpoints) / f"step-{final_step}")
     convert.to_hugging_face(step_dir, model_args, args.output_uri, args.max_shard_bytes)
     write_tokenizer(args.output_uri, args.data_uri, None, hf.max_position_embeddings)
     eval_loss = evaluate(args.output_uri, args.data_uri, args.batch_size, args.eval_batches)

@@ -17,6 +17,7 @@ pytest.importorskip("torchtitan")  # the native venv's; the main venv never coll
 
 import torch  # noqa: E402
 
+from tests.integration.native.test_dcp_s3 import s3  # noqa: E402, F401  (the fixture)
 from trainium_trainer.llama.data import prepare  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
@@ -31,8 +32,12 @@ def data_uri(tmp_path_factory) -> str:
     return str(root / "data")
 
 
-def torchrun(ranks: int, *args: str) -> subprocess.CompletedProcess[str]:
+def torchrun(ranks: int, *args: str, tmpdir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The launcher on this machine; ``tmpdir``: the node's temporary folder (a fresh one is a new instance)."""
     env = {**os.environ, "TRAINIUM_STACK": "native", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    if tmpdir is not None:
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(tmpdir)
     command = [sys.executable, "-m", "trainium_trainer.launch", "--nodes=1", f"--nproc-per-node={ranks}",
                "--module=trainium_trainer.titan.train",
                "--", *args]  # fmt: skip
@@ -81,8 +86,27 @@ def test_torchtitan_trains_the_debug_model_on_two_gloo_ranks_and_exports_hugging
     assert (out / "_SUCCESS").exists() and (out / "tokenizer.json").exists()
 
 
-def test_an_s3_checkpoint_folder_is_refused_as_bad_input(tmp_path, data_uri):
-    done = torchrun(1, "--data-uri", data_uri, "--output-uri", str(tmp_path / "o"), "--max-steps", "1",
-                    "--checkpoint-uri", "s3://bucket/ckpt")  # fmt: skip
-    assert done.returncode != 0 and "exitcode: 65" in done.stderr, (done.stdout + done.stderr)[-2000:]
-    assert "BAD INPUT: --checkpoint-uri 's3://bucket/ckpt'" in done.stderr and "local folders only" in done.stderr
+def test_a_retry_on_a_fresh_node_resumes_from_the_checkpoints_on_s3(tmp_path, data_uri, s3):  # noqa: F811
+    """As on ECS or Batch: checkpoints go to an s3:// checkpoint_uri as TorchTitan saves them. The first try is
+    cut short after step 2 (its later checkpoint removed, as if killed before saving it); the retry, on a node with
+    an empty disk, pulls step 2 and trains on from there."""
+    ckpt = "s3://runs/titan/ckpt"
+    common = ("--data-uri", data_uri, "--flavor", "debugmodel", "--max-steps", "4", "--batch-size", "2",
+              "--log-every", "1", "--warmup-steps", "1", "--checkpoint-every", "2",
+              "--checkpoint-uri", ckpt)  # fmt: skip
+    first = torchrun(1, *common, "--output-uri", str(tmp_path / "first"), tmpdir=tmp_path / "node-a")
+    assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+
+    def steps_on_s3() -> set[str]:
+        objects = s3.list_objects_v2(Bucket="runs", Prefix="titan/ckpt/").get("Contents", [])
+        return {o["Key"].split("/")[2] for o in objects}
+
+    assert steps_on_s3() == {"step-2", "step-4"}  # each checkpoint pushed as it was saved
+    for o in s3.list_objects_v2(Bucket="runs", Prefix="titan/ckpt/step-4/")["Contents"]:
+        s3.delete_object(Bucket="runs", Key=o["Key"])
+
+    retry = torchrun(1, *common, "--output-uri", str(tmp_path / "retry"), tmpdir=tmp_path / "node-b")
+    assert retry.returncode == 0, (retry.stdout + retry.stderr)[-4000:]
+    summary = json.loads((tmp_path / "retry" / "metrics.json").read_text())
+    assert (summary["resumed_from_step"], summary["steps"]) == (2, 4)
+    assert steps_on_s3() == {"step-2", "step-4"}

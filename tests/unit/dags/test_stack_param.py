@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
+from airflow_provider_trainium.dag_kit import planned
+
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 FIRST_TASK = {
     "trainium_mnist_mlp": "check_params",
@@ -65,7 +67,7 @@ def test_the_titan_dag_plans_a_trn2_run(bag, monkeypatch, tmp_path) -> None:
     params = first_task_params(dag, compute="local")
     run = SimpleNamespace(dag_id=dag.dag_id, run_id="manual__1")  # the plan record goes under this run's prefix
     plan = dag.get_task("check_params").python_callable(params=params, run_id="manual__1", ti=run)
-    assert plan["titan_checkpoint_uri"] == plan["checkpoint_uri"] and plan["checkpoint_uri"].startswith("file://")
+    assert plan["checkpoint_uri"].startswith("file://")
 
 
 @pytest.mark.parametrize("dag_id", sorted(FIRST_TASK))
@@ -91,8 +93,8 @@ def test_the_jobs_carry_the_runs_stack_where_they_run_on_its_instance_type(bag, 
 
 @pytest.mark.parametrize(("compute", "root"), [("ecs", "s3://bucket/p"), ("batch", "s3://bucket/p"),
                                                ("local", "s3://bucket/p")])  # fmt: skip
-def test_the_titan_dag_keeps_checkpoints_on_the_nodes_disk_where_the_folder_is_not_local(compute, root) -> None:
-    """TorchTitan's checkpointer writes local folders only: an empty --checkpoint-uri is the trainer's own folder."""
+def test_the_titan_dag_checkpoints_to_the_runs_checkpoint_uri_on_every_compute(compute, root) -> None:
+    """On S3 too: the trainer mirrors it on the node (trainium_trainer/common/mirror.py), so a retry resumes."""
     import importlib.util
 
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
@@ -102,6 +104,6 @@ def test_the_titan_dag_keeps_checkpoints_on_the_nodes_disk_where_the_folder_is_n
     loader.loader.exec_module(module)
     config = TrainiumConfig(configured=True, artifact_root=root)
     plan = module.run_plan({"compute": compute, "nodes": 1}, config, {"run_id": "manual__1"})
-    assert plan["checkpoint_uri"].startswith(root) and plan["titan_checkpoint_uri"] == ""
+    assert plan["checkpoint_uri"].startswith(root)
     args = list(module.dag.get_task("train").job_args)
-    assert "titan_checkpoint_uri" in args[args.index("--checkpoint-uri") + 1]
+    assert args[args.index("--checkpoint-uri") + 1] == planned("checkpoint_uri")
