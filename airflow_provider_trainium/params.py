@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from airflow.sdk import Param
 
-from airflow_provider_trainium.compute.backends import AUTO, compute_choices, compute_description
+from airflow_provider_trainium.backend_table import AUTO, compute_choices, compute_description
 from airflow_provider_trainium.neuron.catalog import CATALOG
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def stack_param(only: str | None = None) -> Param:
     ``only``: the one stack a DAG's trainer runs on (TorchTitan: ``native``), its default and only choice, so
     every job carries it explicitly and ``auto`` never resolves to a stack the trainer lacks.
     """
-    from airflow_provider_trainium.neuron.releases import STACK_CHOICES
+    from airflow_provider_trainium.neuron.stack_names import STACK_CHOICES
 
     if only is not None:
         return Param(only, enum=[only], description=f"training stack: this DAG's trainer runs on {only} only")

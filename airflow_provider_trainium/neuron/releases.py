@@ -19,12 +19,13 @@ Pure data and string rules: no AWS client, no Airflow.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+# the stack values (``auto`` and the stacks) belong to neuron.stack_names; they are importable from here too
+from airflow_provider_trainium.neuron.stack_names import STACK_AUTO, STACK_CHOICES
 from trainium_trainer import boundary
 
 TABLE_PATH = Path(__file__).with_name("releases.toml")
@@ -34,9 +35,6 @@ RUNTIME_LABEL = "trainium.neuron.runtime.version"
 #: The image label that records the Neuron SDK release an image is built on.
 SDK_LABEL = "trainium.neuron.sdk.version"
 _DLC_SDK = re.compile(r"-sdk(?P<sdk>\d+\.\d+\.\d+)(?:-|$)")
-#: The DAGs' and the operator's ``stack`` value that lets the instance family choose.
-STACK_AUTO = "auto"
-STACK_CHOICES: tuple[str, ...] = (STACK_AUTO, *boundary.STACKS)
 #: What ``auto`` picks, first that trains on the family: AWS names the native stack for new Trn2/Trn3 work
 #: and keeps Trn1 on the XLA stack (docs/fidelity.md, "Which stack").
 AUTO_PREFERENCE: tuple[str, ...] = (boundary.STACK_NATIVE, boundary.STACK_XLA)
@@ -189,6 +187,9 @@ def _release(entry: dict[str, Any]) -> NeuronRelease:
 
 @cache
 def table() -> ReleaseTable:
+    """``releases.toml``, read and checked on first use (never at import: DAG files import none of this)."""
+    import tomllib
+
     data = tomllib.loads(TABLE_PATH.read_text())
     releases = {entry["version"]: _release(entry) for entry in data["release"]}
     for key, stack in (("image_release", boundary.STACK_XLA), ("native_image_release", boundary.STACK_NATIVE)):

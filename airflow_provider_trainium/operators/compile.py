@@ -31,13 +31,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
 from airflow_provider_trainium import artifacts
-from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, ComputeBackend, JobHandle
-from airflow_provider_trainium.compute.local.backend import local_compiler_version
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.compile_key import (
     NON_GRAPH_ARGS,
@@ -52,6 +50,10 @@ from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.training import NeuronTrainingOperator
 from trainium_trainer import boundary
 
+if TYPE_CHECKING:
+    from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, ComputeBackend, JobHandle
+    from airflow_provider_trainium.compute.local.backend import local_compiler_version
+
 __all__ = [
     "NEURON_PARALLEL_COMPILE",
     "NeuronCompileOperator",
@@ -60,6 +62,21 @@ __all__ = [
     "read_key_record",
     "write_key_record",
 ]
+
+#: Names this module re-exports from ``compute/``, imported on first use: a DAG file that declares a compile task
+#: loads no backend.
+_FROM_COMPUTE = {
+    "NEURON_PARALLEL_COMPILE": "airflow_provider_trainium.compute.base",
+    "local_compiler_version": "airflow_provider_trainium.compute.local.backend",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_COMPUTE:
+        import importlib
+
+        return getattr(importlib.import_module(_FROM_COMPUTE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_key_record(compile_cache_uri: str, key: str, aws_conn_id: str | None = None) -> dict[str, Any] | None:

@@ -7,6 +7,9 @@ submit, defer or wait, finish. It never names a backend: it asks the one it reso
 (``defers``, ``runs_image``, ``check``, its job environment), leaves attach-or-submit to ``compute.attach``,
 and what things cost, what a budget allows and which images are trusted to the domain modules
 (``neuron.budget``, ``neuron.pricing``, ``compute.cost``, ``compute.budget``, ``neuron.images``).
+
+A DAG file that declares this operator loads none of ``compute/``: the backend table (``backend_table``) gives
+the links at parse time, and each ``compute`` module is imported by the method that runs a job with it.
 """
 
 from __future__ import annotations
@@ -15,22 +18,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator, Context
 
-from airflow_provider_trainium.compute import naming
-from airflow_provider_trainium.compute.attach import Attached, find_or_submit
-from airflow_provider_trainium.compute.backends import all_links, backend_links, backends
-from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobInputError, JobState, JobStatus
-from airflow_provider_trainium.compute.budget import STOP_REASON as BUDGET_STOP_REASON
-from airflow_provider_trainium.compute.budget import watch_budget
+from airflow_provider_trainium.backend_table import all_links, backend_links, backends
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 from airflow_provider_trainium.operators.defaults import default_deferrable, wait_options
 from trainium_trainer import boundary
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.compute.attach import Attached
+    from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus
 
 EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
 DEFAULT_TIMEOUT = timedelta(hours=24)
@@ -78,7 +80,7 @@ class PreparedJob:
 
 #: A check of the prepared job before anything is found or submitted; raises ValueError (or
 #: AirflowFailException) to fail the task without retries.
-PreSubmitCheck = Callable[[Context, PreparedJob, ComputeBackend], None]
+PreSubmitCheck = Callable[[Context, PreparedJob, "ComputeBackend"], None]
 
 
 class NeuronJobOperator(ResumableJobMixin, BaseOperator):
@@ -231,6 +233,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     @staticmethod
     def task_instance_prefix(context: Context, config: TrainiumConfig, kind: str) -> str:
         """``<artifact_root>/<kind>/<dag_id>/<run>/<task_id>[/<map_index>]``: one task instance's place."""
+        from airflow_provider_trainium.compute import naming
+
         ti = context["ti"]
         parts = [config.artifact_root.rstrip("/"), kind, ti.dag_id, naming.run_key(ti.run_id), ti.task_id]
         if ti.map_index is not None and ti.map_index >= 0:
@@ -281,6 +285,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return self.task_instance_prefix(context, config, "checkpoints")
 
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
+        from airflow_provider_trainium.compute import naming
         from airflow_provider_trainium.neuron.releases import resolve_stack
 
         problems = self.user_env_problems()
@@ -412,6 +417,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
             return self._prepared
         from airflow.providers.common.compat.sdk import AirflowFailException
 
+        from airflow_provider_trainium.compute import naming
         from airflow_provider_trainium.compute.backends import resolve_compute
 
         ti = context["ti"]
@@ -442,6 +448,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         """The job an earlier try (or a restarted worker) started, else a new one. Never a second copy."""
         from airflow.providers.common.compat.sdk import AirflowFailException
 
+        from airflow_provider_trainium.compute.attach import find_or_submit
+        from airflow_provider_trainium.compute.base import JobInputError
+
         backend = self.backend_for(prepared.compute)
         try:
             attached = find_or_submit(backend, prepared.spec, prepared.job_name, prepared.tags, self.log.info)
@@ -467,6 +476,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         super().pre_execute(context)
 
     def execute(self, context: Context) -> Any:
+        from airflow_provider_trainium.compute.budget import watch_budget
+
         prepared = self.prepare(context)
         backend = self.backend_for(prepared.compute)
         if not self.wait_for_completion:
@@ -519,16 +530,25 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         return self.attach(context, self.prepare(context)).handle.to_dict()
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
+        from airflow_provider_trainium.compute.base import JobHandle
+
         backend = self.backend_for(self.prepare(context).compute)
         return backend.status(JobHandle.from_dict(external_id)).state.value
 
     def is_job_active(self, status: str) -> bool:
+        from airflow_provider_trainium.compute.base import JobState
+
         return not JobState(status).terminal
 
     def is_job_succeeded(self, status: str) -> bool:
+        from airflow_provider_trainium.compute.base import JobState
+
         return JobState(status) is JobState.SUCCEEDED
 
     def poll_until_complete(self, external_id: Any, context: Context) -> Any:
+        from airflow_provider_trainium.compute.base import JobHandle
+        from airflow_provider_trainium.compute.budget import watch_budget
+
         prepared = self.prepare(context)
         backend = self.backend_for(prepared.compute)
         handle = JobHandle.from_dict(external_id)
@@ -546,6 +566,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         if self._result is not _UNSET:
             return self._result
+        from airflow_provider_trainium.compute.base import JobHandle
+
         prepared = self.prepare(context)
         handle = JobHandle.from_dict(external_id)
         self.remember(context, handle)
@@ -553,6 +575,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any], prepared: dict[str, Any] | None = None) -> Any:
         """After the trigger: the job spec prepared before deferring, not a rebuilt one."""
+        from airflow_provider_trainium.compute.base import JobHandle
+
         if prepared is not None:
             self._prepared = PreparedJob.from_dict(prepared)
         job = self.prepare(context)  # only a deferral from before prepared jobs were carried rebuilds it
@@ -586,6 +610,9 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
 
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
         from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+        from airflow_provider_trainium.compute.base import JobState
+        from airflow_provider_trainium.compute.budget import STOP_REASON as BUDGET_STOP_REASON
 
         self.record_cost(context, spec, handle, status)
         if status.state is JobState.SUCCEEDED:

@@ -1,4 +1,8 @@
-"""Register a trained model as an immutable registry version, and move aliases between versions."""
+"""Register a trained model as an immutable registry version, and move aliases between versions.
+
+Declaring these operators in a DAG file checks the model name and declares its asset (``model_asset``) without
+loading the registry; ``registry/`` is imported when a task runs.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
-from airflow_provider_trainium.registry.assets import event_extra, model_asset, openlineage_id
-from airflow_provider_trainium.registry.names import validate_alias, validate_model_name
+from airflow_provider_trainium.model_asset import model_asset, validate_model_name
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -189,7 +192,9 @@ class RegisterModelOperator(BaseOperator):
         self._registered: dict[str, Any] | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_trainium.registry.assets import event_extra
         from airflow_provider_trainium.registry.config import open_registry
+        from airflow_provider_trainium.registry.names import validate_alias
 
         source = (self.source_uri or "").strip() if isinstance(self.source_uri, str) else None
         if not source or source == "None":
@@ -280,6 +285,8 @@ class RegisterModelOperator(BaseOperator):
             from airflow.providers.openlineage.extractors import OperatorLineage
         except ImportError:  # OpenLineage provider not installed
             return None
+        from airflow_provider_trainium.registry.assets import openlineage_id
+
         if not self._registered:
             return OperatorLineage()
         inputs = [self.dataset_uri, self.checkpoint_uri, self._registered["source_uri"]]
@@ -340,7 +347,7 @@ class PromoteModelAliasOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_trainium.registry.config import open_registry
-        from airflow_provider_trainium.registry.names import validate_version
+        from airflow_provider_trainium.registry.names import validate_alias, validate_version
 
         version = self.version["version"] if isinstance(self.version, dict) else self.version
         version = validate_version(version)

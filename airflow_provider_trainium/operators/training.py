@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
 from airflow_provider_trainium import artifacts
-from airflow_provider_trainium.compute.base import JobHandle
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.job import NeuronJobOperator
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.compute.base import JobHandle
 
 
 class NeuronTrainingOperator(NeuronJobOperator):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: Public names and the module each lives in: imported on first use, so that importing the package (as a
-#: DAG file does through the operators) stays cheap.
+#: Public names and the module each lives in: imported on first use, so that importing the package stays cheap.
 _EXPORTS = {
     "InvalidNameError": "errors",
     "ModelRef": "names",

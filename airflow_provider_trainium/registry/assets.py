@@ -1,26 +1,16 @@
-"""The Airflow asset that stands for a registered model, and what its events carry."""
+"""What the events of a registered model's asset carry, and OpenLineage's names for registry locations.
+
+The asset itself (``model_asset``, ``SCHEME``) is :mod:`airflow_provider_trainium.model_asset`'s, re-exported here.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import Asset
+# the asset and its scheme belong to model_asset (light: a DAG file declares the asset without the registry)
+from airflow_provider_trainium.model_asset import SCHEME, model_asset
 
-from airflow_provider_trainium.registry.names import validate_model_name
-
-#: ``x-`` marks a scheme with no URI normalizer: Airflow then leaves the URI alone instead of loading every
-#: provider's asset handlers (the amazon one imports boto3) while a DAG file is parsed.
-SCHEME = "x-trainium-model"
-
-
-def model_asset(name: str) -> Asset:
-    """``x-trainium-model://<name>``: one asset per model, whatever the registry root.
-
-    Downstream DAGs schedule on it (``schedule=[model_asset("mnist-mlp")]``) and read the version,
-    its URI and metrics from the triggering event's extra.
-    """
-    validate_model_name(name)
-    return Asset(name=f"{SCHEME}://{name}", uri=f"{SCHEME}://{name}", group="model")
+__all__ = ["SCHEME", "event_extra", "model_asset", "openlineage_id"]
 
 
 def event_extra(result: dict[str, Any], metrics: dict[str, Any] | None, registry_root: str) -> dict[str, Any]:

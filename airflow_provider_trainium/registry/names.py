@@ -9,19 +9,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# the model-name rule belongs to model_asset (light: a DAG file checks a name without the registry)
+from airflow_provider_trainium.model_asset import MODEL_NAME_RE, validate_model_name
 from airflow_provider_trainium.registry.errors import InvalidNameError
 
-MODEL_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9_-]|\.(?!\.)){0,127}$")
+__all__ = [
+    "ALIAS_RE",
+    "MODEL_NAME_RE",
+    "InvalidNameError",
+    "ModelRef",
+    "parse_ref",
+    "validate_alias",
+    "validate_model_name",
+    "validate_version",
+]
+
 ALIAS_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-
-
-def validate_model_name(name: str) -> str:
-    if not isinstance(name, str) or not MODEL_NAME_RE.match(name) or name.endswith("."):
-        raise InvalidNameError(
-            f"invalid model name {name!r}: use 1-128 characters from a-z, 0-9, '-', '_' and '.', "
-            "starting with a letter or digit (no '..', no trailing '.')"
-        )
-    return name
 
 
 def validate_alias(alias: str) -> str:

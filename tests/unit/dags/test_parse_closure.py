@@ -1,0 +1,106 @@
+"""A shipped DAG file imports only what declaring its tasks needs: what runs a job (``compute/``, the image build,
+the registry, the Neuron release table and container plan) and the libraries a job uses are imported by the task
+that runs, never while the DAG processor parses the file.
+
+Each DAG file runs in a fresh interpreter that has loaded what ``benchmarks/dag_parse.py`` loads before it times a
+file (the DAG processor's modules and the ``airflow.*`` modules the file imports), plus what a trivial TaskFlow DAG
+loads (the standard provider's decorators, which import ``packaging.requirements``): the benchmark's baseline pays
+for those too, and no DAG can avoid them. A module that only the baseline loaded is not held against the file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.dag_parse import TRIVIAL
+
+ROOT = Path(__file__).resolve().parents[3]
+DAG_FILES = sorted((ROOT / "dags").glob("*.py"))
+
+#: Modules (and everything under them) no DAG file may load while it is parsed.
+FORBIDDEN = (
+    "airflow_provider_trainium.compute",
+    "airflow_provider_trainium.image",
+    "airflow_provider_trainium.registry",
+    "airflow_provider_trainium.neuron.releases",
+    "airflow_provider_trainium.neuron.plan",
+    "packaging.requirements",
+    "tomllib",
+    "boto3",
+    "botocore",
+    "torch",
+    "numpy",
+    "transformers",
+    "safetensors",
+    "s3fs",
+)
+
+#: Run as ``python -c PROBE <dag file> <trivial DAG source> <forbidden...>``; prints one JSON line: the forbidden
+#: modules the DAG file loaded, each with the first place that imported it, and those the baseline had loaded.
+PROBE = r'''
+import json, runpy, sys
+import structlog
+import airflow.dag_processing.processor as processor  # what the DAG processor has loaded before it forks
+path, trivial, forbidden = sys.argv[1], sys.argv[2], tuple(sys.argv[3:])
+processor._pre_import_airflow_modules(path, structlog.get_logger())
+exec(trivial)  # the benchmark's baseline (benchmarks/dag_parse.py): @task loads the standard provider's decorators
+
+def matches(name):
+    return any(name == f or name.startswith(f + ".") for f in forbidden)
+
+baseline = sorted(m for m in sys.modules if matches(m))
+importers = {}
+
+class FirstImporter:
+    """Records, for each module imported from here on, the first frame outside importlib that asked for it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in importers:
+            frame = sys._getframe(1)
+            while frame is not None and (
+                frame.f_code.co_filename.startswith("<frozen importlib") or "/importlib/" in frame.f_code.co_filename
+            ):
+                frame = frame.f_back
+            importers[name] = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+        return None
+
+sys.meta_path.insert(0, FirstImporter())
+runpy.run_path(path, run_name="dag_file")
+loaded = sorted(m for m in sys.modules if matches(m) and m not in baseline)
+print(json.dumps({"loaded": {m: importers.get(m, "?") for m in loaded}, "baseline": baseline}))
+'''
+
+
+def parse_closure(dag_file: Path) -> dict[str, dict[str, str] | list[str]]:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(dag_file), TRIVIAL, *FORBIDDEN],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, f"parsing {dag_file.name} failed:\n{out.stderr[-4000:]}"
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_there_are_dag_files_to_check():
+    assert DAG_FILES, "no DAG files under dags/: the closure test would pass vacuously"
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda p: p.name)
+def test_a_dag_file_loads_nothing_only_a_running_task_needs(dag_file: Path):
+    found = parse_closure(dag_file)
+    loaded: dict[str, str] = found["loaded"]  # type: ignore[assignment]
+    # a package and its submodules: name the package (the first importer of the package is the one to fix)
+    roots = {m: where for m, where in loaded.items() if not any(m.startswith(p + ".") for p in loaded)}
+    report = "\n".join(f"  {m}  (first imported at {where})" for m, where in sorted(roots.items()))
+    assert not loaded, (
+        f"{dag_file.name} loads, while it is parsed, what only a running task needs:\n{report}\n"
+        f"(all {len(loaded)}: {', '.join(loaded)}; the baseline alone loaded: {found['baseline']})"
+    )
