@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,12 +38,24 @@ def _run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def imported_names(path: Path, root: Path = ROOT) -> Iterator[tuple[str, int]]:
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's tree, parsed once for every scan of the session (the layering, graph and boundary tests)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@cache
+def imported_names(path: Path, root: Path = ROOT) -> tuple[tuple[str, int], ...]:
+    """Each dotted name ``path`` imports at run time, with its line (see :func:`_imported_names`)."""
+    return tuple(_imported_names(path, root))
+
+
+def _imported_names(path: Path, root: Path) -> Iterator[tuple[str, int]]:
     """Each dotted name ``path`` imports at run time, with its line: ``import a.b`` and ``from a import b`` both
     give ``a.b`` (``b`` may be a module or a name in ``a``: :func:`owner` tells), relative imports resolved."""
     me = module_name(path, root)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
-    for node in _run_time_nodes(ast.parse(path.read_text(), str(path))):
+    for node in _run_time_nodes(parsed(path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno

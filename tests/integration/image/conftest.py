@@ -165,13 +165,15 @@ def stand_in_build(
 
     storage = tmp_path_factory.mktemp("buildah-real")
     buildah = Buildah(storage)
-    tarball = stand_in_rootfs()
-    scratch = buildah("from", "scratch").stdout.strip()
-    buildah("add", scratch, str(tarball), "/")
-    buildah("commit", "-q", scratch, BASE_TAG)
-    buildah("rm", scratch)
     base = local_registry.repository("trainium/stand-in-base:bookworm")
-    buildah("push", "--tls-verify=false", BASE_TAG, f"docker://{base}")
+    # Pushed once per registry: a second commit of the same tarball gets a new digest, which would move the tag
+    # under an image an earlier module built (its base-digest label would then name a base the tag no longer is).
+    if not OciRegistry(base.rpartition(":")[0], insecure=True).lookup("bookworm"):
+        scratch = buildah("from", "scratch").stdout.strip()
+        buildah("add", scratch, str(stand_in_rootfs()), "/")
+        buildah("commit", "-q", scratch, BASE_TAG)
+        buildah("rm", scratch)
+        buildah("push", "--tls-verify=false", BASE_TAG, f"docker://{base}")
     registry = OciRegistry(local_registry.repository(repository), insecure=True)
     args = {"BASE_IMAGE": base, "INSTALL_NEURON_PACKAGES": "0", "INSTALL_PYPI_PACKAGES": "0"}
     context = BuildContext.load(REPO, dockerfile, args)

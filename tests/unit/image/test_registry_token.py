@@ -58,7 +58,7 @@ class TokenRegistry(BaseHTTPRequestHandler):
 def server() -> Iterator[str]:
     TokenRegistry.seen = []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), TokenRegistry)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield f"127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()

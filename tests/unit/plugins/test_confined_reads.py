@@ -44,7 +44,7 @@ def http_server() -> Iterator[str]:
     """``host:port`` of an HTTP server on loopback that answers every GET and HEAD, and counts them."""
     Counter.requests = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counter)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -14,12 +14,12 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 import pytest
 
+from tests.source_imports import parsed
 from trainium_trainer import boundary
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,12 +33,6 @@ FILE_NAME = re.compile(r"(?:^|/)([\w.-]+\.jsonl?|_SUCCESS)$")
 WORKER_ONLY = frozenset({"TRAINIUM_PRICES_FILE", "TRAINIUM_TASK_LOG_ALL_RANKS", "TRAINIUM_BASE_IMAGE"})
 #: Modules that read stream records: every field they ask a record for must be one the format defines.
 STREAM_READERS = (Path(PROVIDER, "plugins", "stream.py"), Path(TRAINER, "common", "progress.py"))
-
-
-@cache
-def parsed(path: Path) -> ast.Module:
-    """A source file's tree, parsed once for all the scans here."""
-    return ast.parse(path.read_text(), str(path))
 
 
 def sources(folder: str, root: Path = ROOT) -> list[Path]:
@@ -56,13 +50,13 @@ def docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def literals(path: Path, *, with_docstrings: bool) -> Iterator[tuple[str, int]]:
+@cache
+def literals(path: Path, *, with_docstrings: bool) -> tuple[tuple[str, int], ...]:
     """Every string literal of ``path`` (f-string parts included) with its line."""
     tree = parsed(path)
     skip = set() if with_docstrings else docstrings(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
-            yield node.value, node.lineno
+    strings = (node for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str))
+    return tuple((node.value, node.lineno) for node in strings if id(node) not in skip)
 
 
 def env_names(folder: str, root: Path = ROOT, *, with_docstrings: bool = True) -> dict[str, list[str]]:
