@@ -59,15 +59,16 @@ demo: airflow-home
 # The native stack's tests (marker `native`, set by these folders in tests/conftest.py) run in .venv-native on
 # torch 2.14 (test-native); the main venv's run (torch 2.9 + torch-xla) does not collect them.
 NATIVE_TESTS := tests/unit/trainium_trainer/native tests/unit/trainium_trainer/titan tests/integration/native tests/integration/titan
-# The lanes of `make test`: tests/unit and tests/integration on two pytest-xdist workers (XDIST; each worker has
-# its own Airflow home, see tests/conftest.py) while .venv-native installs, then tests/e2e (one deployment, one
-# shared MNIST run: one process) beside the native lane (one process). `make test XDIST=` runs the first lane
-# in one process. Tests marked `install` (fresh environments from the built wheel) run in test-wheel instead.
+# The three lanes of `make test` run side by side, each printing its output when it ends: tests/unit and
+# tests/integration on two pytest-xdist workers (XDIST; each worker has its own Airflow home, see
+# tests/conftest.py); tests/e2e (one deployment, one shared MNIST run: one process, mostly waiting on the
+# scheduler); the native lane once .venv-native has installed. `make test XDIST=` runs the first lane in one
+# process. Tests marked `install` (fresh environments from the built wheel) run in test-wheel instead.
 XDIST ?= -n 2 --dist loadfile
 test: airflow-home
 	$(BIN)/ruff check .
-	$(MAKE) -j2 test-main $(AIRFLOW_HOME_NATIVE)/.migrated
-	$(MAKE) -j2 --output-sync=target test-e2e test-native
+	$(BIN)/ruff format --check .
+	$(MAKE) -j3 --output-sync=target test-main test-e2e test-native
 
 .PHONY: test-main test-e2e
 test-main: airflow-home
