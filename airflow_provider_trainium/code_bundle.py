@@ -1,6 +1,6 @@
 """A job's code bundle: a folder of the user's code, uploaded once under the artifact root by its content hash.
 
-``NeuronJobOperator(code_dir=...)`` and ``@task.trainium`` (its function and call) ship code this way, as
+``TrainiumJobOperator(code_dir=...)`` and ``@task.trainium`` (its function and call) ship code this way, as
 SageMaker's ``source_dir`` does: the folder goes to ``<artifact_root>/code/<sha256[:16]>/`` and the job's
 launcher copies it into the node's code folder (``trainium_trainer.job_dirs``), first on ``PYTHONPATH``. The same bytes
 give the same URI, so a retry or a backfill uploads nothing again and the job's spec hash (which names the URI)
@@ -22,7 +22,7 @@ MARKER = boundary.CODE_BUNDLE_MARKER
 #: Folders and suffixes never shipped: caches and version control, not code.
 SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".venv"})
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
-#: A bigger folder belongs in an image (``NeuronImageBuildOperator(context_dir=...)``), not in every job's start.
+#: A bigger folder belongs in an image (``TrainiumImageBuildOperator(context_dir=...)``), not in every job's start.
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 
 
@@ -52,7 +52,7 @@ def bundle_hash(folder: Path) -> str:
         if total > MAX_BUNDLE_BYTES:
             raise CodeBundleError(
                 f"code_dir {folder} holds more than {MAX_BUNDLE_BYTES // 2**20} MiB: build an image from it "
-                "instead (NeuronImageBuildOperator(context_dir=...), docs/byo.md)"
+                "instead (TrainiumImageBuildOperator(context_dir=...), docs/byo.md)"
             )
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return digest.hexdigest()[:16]

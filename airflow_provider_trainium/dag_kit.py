@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
 
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-    from airflow_provider_trainium.operators.compile import NeuronCompileOperator
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
-    from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
-    from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+    from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
+    from airflow_provider_trainium.operators.registry import TrainiumPromoteModelAliasOperator
+    from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
     from airflow_provider_trainium.registry import ModelVersion
 
 #: The first task's id; its return value is the run plan that ``planned`` reads.
@@ -475,13 +475,13 @@ def promote_latest(
     promote_backfill_runs: bool = False,
     register_task_id: str = "register",
     evaluation_task_id: str = "evaluate",
-) -> PromoteModelAliasOperator:
+) -> TrainiumPromoteModelAliasOperator:
     """Moves ``latest`` to the version the register task returned, forward only (rerunning an old interval never
     moves it back), and only when the ``evaluation_task_id`` verdict passed that version's files;
     ``promote_manual_runs``/``promote_backfill_runs`` say whether manual/backfill runs may move it."""
-    from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
+    from airflow_provider_trainium.operators.registry import TrainiumPromoteModelAliasOperator
 
-    return PromoteModelAliasOperator(
+    return TrainiumPromoteModelAliasOperator(
         task_id="promote_latest",
         model_name=model_name,
         alias="latest",
@@ -508,13 +508,13 @@ def image_branch_task(*, build_task_id: str, skip_to: str, task_id: str = "image
     return image_needed()
 
 
-def prepare_llama_data(image: str, *, task_id: str = "prepare_data", **kwargs: Any) -> NeuronJobOperator:
+def prepare_llama_data(image: str, *, task_id: str = "prepare_data", **kwargs: Any) -> TrainiumJobOperator:
     """The Llama data job on one node: the ``input_uri`` corpus (or the run date's synthetic one) into blocks at
     the plan's ``data_uri``, with a tokenizer trained on it at the plan's ``tokenizer_uri``
     (params: ``params.corpus_params``). ``kwargs`` go to the operator (``trigger_rule``)."""
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
-    return NeuronJobOperator(
+    return TrainiumJobOperator(
         task_id=task_id,
         entry_point="trainium_trainer.llama.data",
         job_args=[
@@ -548,13 +548,13 @@ def compile_then_train(
     trial_steps: int = 10,
     cache_key_extra: dict[str, Any] | None = None,
     **train_kwargs: Any,
-) -> tuple[NeuronCompileOperator, NeuronTrainingOperator]:
+) -> tuple[TrainiumCompileOperator, TrainiumTrainingOperator]:
     """The compile step (a short trial that fills the compile cache) and the training job on the same layout
     and arguments, so the cache key matches; training reads the cache the compile step returned."""
-    from airflow_provider_trainium.operators.compile import NeuronCompileOperator
-    from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+    from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
+    from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 
-    compile_op = NeuronCompileOperator(
+    compile_op = TrainiumCompileOperator(
         task_id=compile_task_id,
         entry_point=entry_point,
         job_args=job_args,
@@ -562,7 +562,7 @@ def compile_then_train(
         **({"cache_key_extra": cache_key_extra} if cache_key_extra else {}),
         **layout,
     )
-    train = NeuronTrainingOperator(
+    train = TrainiumTrainingOperator(
         task_id=train_task_id,
         entry_point=entry_point,
         job_args=job_args,

@@ -16,7 +16,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_provider_trainium.dag_kit import check_params_task, dag_args, job_layout
 from airflow_provider_trainium.neuron.catalog import CATALOG
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from airflow_provider_trainium.params import image_param, layout_params
 
 MULTI_NODE_TYPES = sorted(name for name, it in CATALOG.items() if it.multi_node)
@@ -40,7 +40,7 @@ with DAG(
         "image": image_param(),
     },
 ) as dag:
-    allreduce = NeuronJobOperator(
+    allreduce = TrainiumJobOperator(
         task_id="allreduce",
         entry_point="trainium_trainer.allreduce",
         job_args=["--bandwidth-mb", "{{ params.bandwidth_mb }}"],

@@ -22,8 +22,8 @@ from airflow.sdk import DAG, Param
 
 from airflow_provider_trainium import dag_kit as kit
 from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
-from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
 from airflow_provider_trainium.params import (
     image_param,
     layout_params,
@@ -154,7 +154,7 @@ with DAG(
         "image": image_param(),
     },
 ) as dag:
-    prepare_data = NeuronJobOperator(
+    prepare_data = TrainiumJobOperator(
         task_id="prepare_data",
         entry_point="trainium_trainer.llama.data",
         job_args=[
@@ -177,7 +177,7 @@ with DAG(
         **kit.job_layout(single_node=True, instance_type=None),
     )
 
-    prepare_holdout = NeuronJobOperator(
+    prepare_holdout = TrainiumJobOperator(
         task_id="prepare_holdout",
         entry_point="trainium_trainer.llama.data",
         job_args=[
@@ -205,7 +205,7 @@ with DAG(
         **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=12),
     )
-    evaluate = NeuronJobOperator(
+    evaluate = TrainiumJobOperator(
         task_id="evaluate",
         entry_point="trainium_trainer.llama.evaluate",
         job_args=[
@@ -223,7 +223,7 @@ with DAG(
         output_uri=planned("eval_uri"),
         **kit.job_layout(single_node=True, env=RUNTIME_ENV),
     )
-    register = RegisterModelOperator(
+    register = TrainiumRegisterModelOperator(
         task_id="register",
         model_name=MODEL_NAME,
         source_uri=kit.output_of("finetune"),

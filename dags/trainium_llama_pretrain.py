@@ -4,7 +4,7 @@ Manual trigger. Runs on a laptop (local compute, torch-xla CPU, ``tiny`` preset)
 node, AWS Batch multi-node for more) by configuration alone. Checkpoints go to the artifact root every
 ``checkpoint_every`` steps while training runs, so a retry resumes where the failed try stopped.
 
-Image step: on ECS/Batch without an ``image`` param, ``NeuronImageBuildOperator`` builds (or finds) the
+Image step: on ECS/Batch without an ``image`` param, ``TrainiumImageBuildOperator`` builds (or finds) the
 training image of the run's stack (native or XLA) for the repository this DAG file lives in and every job runs
 that exact digest; on local compute, or with an ``image`` given, the build is skipped.
 """
@@ -19,9 +19,9 @@ from airflow.sdk import DAG, Param
 
 from airflow_provider_trainium import dag_kit as kit
 from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
-from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
 from airflow_provider_trainium.params import (
     corpus_params,
     image_param,
@@ -90,7 +90,7 @@ with DAG(
     },
 ) as dag:
     # the image of the run's stack: docker/native/Dockerfile for a native run, docker/Dockerfile for an XLA one
-    build_image = NeuronImageBuildOperator(
+    build_image = TrainiumImageBuildOperator(
         task_id="build_image",
         stack="{{ params.stack }}",
         instance_type="{{ params.instance_type }}",
@@ -107,7 +107,7 @@ with DAG(
         **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=48),
     )
-    register = RegisterModelOperator(
+    register = TrainiumRegisterModelOperator(
         task_id="register",
         model_name=MODEL_NAME,
         source_uri=kit.output_of("pretrain"),
@@ -116,7 +116,7 @@ with DAG(
         checkpoint_uri=planned("checkpoint_uri"),
         image=IMAGE,
     )
-    evaluate = NeuronJobOperator(
+    evaluate = TrainiumJobOperator(
         task_id="evaluate",
         entry_point="trainium_trainer.llama.evaluate",
         job_args=[

@@ -19,8 +19,8 @@ from airflow_provider_trainium.dag_kit import (
     output_of,
     param_args,
 )
-from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
 from airflow_provider_trainium.params import image_param, layout_params
 
 #: Promotion gate: fixed here by the DAG's author, never by a run's conf.
@@ -48,7 +48,7 @@ with DAG(
         "image": image_param(),
     },
 ) as dag:
-    prepare_data = NeuronJobOperator(
+    prepare_data = TrainiumJobOperator(
         task_id="prepare_data",
         entry_point="trainium_trainer.mnist_mlp.prepare",
         job_args=["--seed", "0"],
@@ -60,7 +60,7 @@ with DAG(
         layout=job_layout(),
         execution_timeout=timedelta(hours=2),
     )
-    evaluate = NeuronJobOperator(
+    evaluate = TrainiumJobOperator(
         task_id="evaluate",
         entry_point="trainium_trainer.mnist_mlp.evaluate",
         job_args=[
@@ -73,7 +73,7 @@ with DAG(
         ],  # fmt: skip
         **job_layout(single_node=True),
     )
-    register = RegisterModelOperator(
+    register = TrainiumRegisterModelOperator(
         task_id="register",
         model_name="mnist-mlp",
         source_uri=MODEL_URI,  # registered only with the evaluate job's passing verdict for these very files

@@ -14,7 +14,7 @@ Hugging Face directory, which the evaluation job and the registry take like the 
   retry resumes from the last one on any instance. One node only: rank 0 exports the checkpoint, which must hold
   every rank's shards.
 
-Image step: on ECS/Batch without an ``image`` param, ``NeuronImageBuildOperator`` builds (or finds) the native
+Image step: on ECS/Batch without an ``image`` param, ``TrainiumImageBuildOperator`` builds (or finds) the native
 training image for the repository this DAG file lives in; on local compute, or with an ``image``, it is skipped.
 """
 
@@ -28,10 +28,10 @@ from airflow.sdk import DAG, Param
 
 from airflow_provider_trainium import dag_kit as kit
 from airflow_provider_trainium.dag_kit import planned
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
-from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import RegisterModelOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
+from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 from airflow_provider_trainium.params import (
     corpus_params,
     image_param,
@@ -97,13 +97,13 @@ with DAG(
         "image": image_param(),
     },
 ) as dag:
-    build_image = NeuronImageBuildOperator(
+    build_image = TrainiumImageBuildOperator(
         task_id="build_image",
         stack="{{ params.stack }}",
         instance_type="{{ params.instance_type }}",
     )
     prepare_data = kit.prepare_llama_data(IMAGE, trigger_rule="none_failed_min_one_success")
-    train = NeuronTrainingOperator(
+    train = TrainiumTrainingOperator(
         task_id="train",
         entry_point=ENTRY_POINT,
         job_args=TRAIN_ARGS,
@@ -111,7 +111,7 @@ with DAG(
         **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=48),
     )
-    evaluate = NeuronJobOperator(
+    evaluate = TrainiumJobOperator(
         task_id="evaluate",
         entry_point="trainium_trainer.llama.evaluate",
         job_args=[
@@ -127,7 +127,7 @@ with DAG(
         output_uri=planned("eval_uri"),
         **kit.job_layout(IMAGE, single_node=True),
     )
-    register = RegisterModelOperator(
+    register = TrainiumRegisterModelOperator(
         task_id="register",
         model_name=MODEL_NAME,
         source_uri=kit.output_of("train"),

@@ -29,7 +29,7 @@ class FunctionInputError(Exception):
 def missing_import_message(err: ModuleNotFoundError) -> str:
     return (
         f"the function imports {err.name!r}, which this image does not have: build your image FROM the training "
-        "image with it installed (NeuronImageBuildOperator(context_dir=...), docs/byo.md)"
+        "image with it installed (TrainiumImageBuildOperator(context_dir=...), docs/byo.md)"
     )
 
 

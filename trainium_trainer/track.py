@@ -1,7 +1,7 @@
 """Curves for any training script: ``track.log`` puts a script's own steps into the run's live metrics stream.
 
 The trainers of this package record their steps through ``trainium_trainer.common.metrics``. A script of your own
-(run by ``NeuronJobOperator(command=[...])`` or ``@task.trainium``) calls this module and gets the same two things:
+(run by ``TrainiumJobOperator(command=[...])`` or ``@task.trainium``) calls this module and gets the same two things:
 train and eval records in ``<output_uri>/stream/train/`` (what the Trainium view plots) and the progress line in
 the task log::
 

@@ -84,7 +84,7 @@ class JobStatus:
 @dataclass(frozen=True)
 class JobEvent:
     """A job reached an end state (or was stopped at its deadline or budget): the one event every backend's
-    watch loop ends with and every trigger fires. Its dict form is what ``NeuronJobOperator.execute_complete``
+    watch loop ends with and every trigger fires. Its dict form is what ``TrainiumJobOperator.execute_complete``
     receives, whichever backend ran the job, deferred or not.
 
     ``log_tail`` holds the last lines of every node; ``log_streams`` maps node index -> CloudWatch stream.

@@ -7,7 +7,7 @@
         return {"loss": loss}
 
 The function runs under torchrun on every node (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` set
-as torchrun sets them), with everything ``NeuronJobOperator`` gives a job: layout params, budget, cost,
+as torchrun sets them), with everything ``TrainiumJobOperator`` gives a job: layout params, budget, cost,
 preflight, retry-attach, log streaming, output and checkpoint folders. Its source travels as Airflow's
 container decorators ship it (``@task.docker`` writes the source without its decorator next to the call's
 input; so does this): the source (``remove_task_decorator``) and the call's arguments as JSON go into the
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.common.compat.sdk import DecoratedOperator, TaskDecorator, task_decorator_factory
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from trainium_trainer import boundary
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 #: What every process of a ``@task.trainium`` job runs: the in-image function runner.
 RUNNER_COMMAND: tuple[str, ...] = ("python", "-m", "trainium_trainer.function")
-#: ``NeuronJobOperator`` arguments the decorator sets itself: the job runs the decorated function.
+#: ``TrainiumJobOperator`` arguments the decorator sets itself: the job runs the decorated function.
 TAKEN_ARGUMENTS = ("entry_point", "command", "script")
 
 
@@ -75,10 +75,10 @@ def json_problem(value: Any, where: str) -> str | None:
     )
 
 
-class _TrainiumDecoratedOperator(DecoratedOperator, NeuronJobOperator):
-    """``NeuronJobOperator`` whose command is the function runner and whose code bundle holds the function."""
+class _TrainiumDecoratedOperator(DecoratedOperator, TrainiumJobOperator):
+    """``TrainiumJobOperator`` whose command is the function runner and whose code bundle holds the function."""
 
-    template_fields: Sequence[str] = (*DecoratedOperator.template_fields, *NeuronJobOperator.template_fields)
+    template_fields: Sequence[str] = (*DecoratedOperator.template_fields, *TrainiumJobOperator.template_fields)
     template_fields_renderers: ClassVar[dict[str, str]] = {**DecoratedOperator.template_fields_renderers}
     custom_operator_name: str = "@task.trainium"
 
@@ -145,13 +145,13 @@ class _TrainiumDecoratedOperator(DecoratedOperator, NeuronJobOperator):
 
     def execute(self, context: Context) -> Any:
         # the call's arguments are rendered by now; the function itself runs in the job, not here
-        return NeuronJobOperator.execute(self, context)
+        return TrainiumJobOperator.execute(self, context)
 
 
 @functools.cache
 def accepted_arguments() -> frozenset[str]:
     """The keyword arguments ``@task.trainium(...)`` takes: those of every ``__init__`` in the operator's classes
-    (``NeuronJobOperator``, its mixins, ``BaseOperator``), less the function's own and ``TAKEN_ARGUMENTS``."""
+    (``TrainiumJobOperator``, its mixins, ``BaseOperator``), less the function's own and ``TAKEN_ARGUMENTS``."""
     names = {
         name
         for cls in _TrainiumDecoratedOperator.__mro__
@@ -175,11 +175,11 @@ def check_arguments(kwargs: Mapping[str, Any]) -> None:
             + "".join(f" (did you mean {close!r}?)" for close in difflib.get_close_matches(name, accepted, 1))
             for name in unknown
         )
-        raise TypeError(f"@task.trainium got unexpected keyword arguments {named}: it takes NeuronJobOperator's")
+        raise TypeError(f"@task.trainium got unexpected keyword arguments {named}: it takes TrainiumJobOperator's")
 
 
 def trainium_task(python_callable: Callable[..., Any] | None = None, **kwargs: Any) -> TaskDecorator:
-    """``@task.trainium(...)``: the function runs on every process of a Trainium job (``NeuronJobOperator``'s
+    """``@task.trainium(...)``: the function runs on every process of a Trainium job (``TrainiumJobOperator``'s
     arguments, but no ``entry_point``, ``command`` or ``script``); any other argument is refused here, at parse
     time."""
     check_arguments(kwargs)

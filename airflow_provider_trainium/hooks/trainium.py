@@ -60,7 +60,7 @@ class TrainiumConfig:
     ecr_repository: str | None = None
     log_group: str | None = None
     image: str | None = None
-    #: ``docker``, ``buildah`` or ``codebuild``; unset lets NeuronImageBuildOperator pick (``auto``).
+    #: ``docker``, ``buildah`` or ``codebuild``; unset lets TrainiumImageBuildOperator pick (``auto``).
     image_builder: str | None = None
     #: Prefixes (``s3://bucket/prefix``) a run's ``input_uri``/``base_model`` may read besides the artifact root.
     allowed_input_prefixes: tuple[str, ...] = ()

@@ -162,7 +162,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "image_builder": {
         "label": "Image builder",
-        "description": "How NeuronImageBuildOperator builds images; empty picks one (auto).",
+        "description": "How TrainiumImageBuildOperator builds images; empty picks one (auto).",
         "schema": {"type": ["string", "null"], "enum": ["docker", "buildah", "codebuild", None]},
     },
     "mlflow_tracking_uri": {

@@ -1,9 +1,9 @@
-"""The images this DAG run built: what ``NeuronImageBuildOperator`` tasks of the run returned, each re-derived.
+"""The images this DAG run built: what ``TrainiumImageBuildOperator`` tasks of the run returned, each re-derived.
 
 One place for the question other tasks ask (is this image one the run built? which base did it start from?),
 so the job checks and the registry's lineage agree. An XCom is never trusted alone (whoever may edit XComs could
 name ``docker.io/attacker/x:latest``): a build task's result counts only when it equals the registry's reference
-under the content-hash tag re-derived from the sources for this run (``NeuronImageBuildOperator.derived_image``);
+under the content-hash tag re-derived from the sources for this run (``TrainiumImageBuildOperator.derived_image``);
 its base digest and labels come from the registry too. An XCom that names another image is an error naming both.
 """
 
@@ -25,11 +25,11 @@ class RunImage:
 
 
 def image_task_ids(dag: Any) -> list[str]:
-    """Task ids of the DAG's ``NeuronImageBuildOperator`` tasks, in the DAG's task order."""
-    from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+    """Task ids of the DAG's ``TrainiumImageBuildOperator`` tasks, in the DAG's task order."""
+    from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 
     tasks = getattr(dag, "tasks", None) or []
-    return [t.task_id for t in tasks if isinstance(t, NeuronImageBuildOperator)]
+    return [t.task_id for t in tasks if isinstance(t, TrainiumImageBuildOperator)]
 
 
 class BuiltImageMismatchError(ValueError):

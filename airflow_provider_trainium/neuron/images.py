@@ -5,7 +5,7 @@ image is trusted only when it is
 
 * in the configured repository (the ``trainium`` connection's ``ecr_repository``) and pinned by digest
   (``<repository>@sha256:<64 hex>``), so neither a tag move nor another repository can change what runs; or
-* exactly the image ``NeuronImageBuildOperator`` built (or found) for this DAG run: the DAG author chose
+* exactly the image ``TrainiumImageBuildOperator`` built (or found) for this DAG run: the DAG author chose
   its sources and its repository.
 
 Pure string rules: no AWS client here.

@@ -1,4 +1,4 @@
-"""``NeuronCompileOperator``: fill the persistent compilation cache before the paid training run.
+"""``TrainiumCompileOperator``: fill the persistent compilation cache before the paid training run.
 
 On Trainium the training command runs under ``neuron_parallel_compile`` for a few steps: it extracts the
 XLA graphs and compiles them in parallel into the cache at ``compile_cache_uri`` (``s3://`` works). On
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
-from airflow_provider_trainium import artifacts
+from airflow_provider_trainium import artifacts, deprecated_names
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.compile_key import (
     NON_GRAPH_ARGS,
@@ -47,7 +47,7 @@ from airflow_provider_trainium.neuron.compile_key import (
     native_compiler_version,
 )
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 from trainium_trainer import boundary
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NEURON_PARALLEL_COMPILE",
-    "NeuronCompileOperator",
+    "TrainiumCompileOperator",
     "default_compile_cache_uri",
     "local_compiler_version",
     "read_key_record",
@@ -76,7 +76,7 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return getattr(importlib.import_module(_FROM_COMPUTE[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return deprecated_names.resolve(__name__, name)
 
 
 def read_key_record(compile_cache_uri: str, key: str, aws_conn_id: str | None = None) -> dict[str, Any] | None:
@@ -91,7 +91,7 @@ def write_key_record(compile_cache_uri: str, key: str, record: Mapping[str, Any]
     path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
 
 
-class NeuronCompileOperator(NeuronTrainingOperator):
+class TrainiumCompileOperator(TrainiumTrainingOperator):
     """Run the training command as a short trial that fills the compile cache; returns the compile metrics.
 
     The project's entry points (``trainer.*``) get ``--compile-only --max-steps N``; a user's command, script or
@@ -111,7 +111,7 @@ class NeuronCompileOperator(NeuronTrainingOperator):
     :param cache_key_extra: more inputs for the key (e.g. the vocabulary size when the data decides it).
     """
 
-    template_fields: Sequence[str] = (*NeuronTrainingOperator.template_fields, "compiler_version", "cache_key_extra")
+    template_fields: Sequence[str] = (*TrainiumTrainingOperator.template_fields, "compiler_version", "cache_key_extra")
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""NeuronImageBuildOperator: the training image for the current sources, built at most once per content."""
+"""TrainiumImageBuildOperator: the training image for the current sources, built at most once per content."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.ecr import EcrImageLink
 from airflow_provider_trainium.links.record import push_record
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.image.container_registry import ContainerRegistry
 
 
-class NeuronImageBuildOperator(BaseOperator):
+class TrainiumImageBuildOperator(BaseOperator):
     """Hash the build context into a tag; if the registry has it, return its digest, else build and push.
 
     Returns ``repository@sha256:...`` (XCom ``return_value``) and pushes ``tag``, ``digest``, ``built`` and
@@ -317,3 +318,8 @@ class NeuronImageBuildOperator(BaseOperator):
             result.base_digest or "unknown",
         )
         return result.reference
+
+
+def __getattr__(name: str) -> Any:
+    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    return deprecated_names.resolve(__name__, name)

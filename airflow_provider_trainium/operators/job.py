@@ -1,4 +1,4 @@
-"""``NeuronJobOperator``: run one trainer module as a job on local compute, ECS or AWS Batch.
+"""``TrainiumJobOperator``: run one trainer module as a job on local compute, ECS or AWS Batch.
 
 The operator validates the spec before anything paid starts, names the job deterministically from the
 task instance so a retry attaches to (or skips) the job an earlier try started, and waits in the worker
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator, Context
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.backend_table import all_links, backend_links, backends
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig, TrainiumHook
 from airflow_provider_trainium.links.record import job_record, push_record
@@ -83,7 +84,7 @@ class PreparedJob:
 PreSubmitCheck = Callable[[Context, PreparedJob, "ComputeBackend"], None]
 
 
-class NeuronJobOperator(ResumableJobMixin, BaseOperator):
+class TrainiumJobOperator(ResumableJobMixin, BaseOperator):
     """Run ``python -m <entry_point> <args>``, a ``command`` or a ``script`` (under torchrun when ``distributed``)
     on Trainium compute.
 
@@ -92,7 +93,7 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         ``["bash", "run.sh"]``), then ``job_args``. Not templated: what runs is the DAG's, never a run's.
     :param script: shorthand for ``command=["python", script]``; a relative path is looked up in ``code_dir``.
     :param code_dir: a folder on the worker shipped with the job (``code_bundle``): each node gets it as its
-        code folder, first on ``PYTHONPATH``. Bigger code belongs in an image (``NeuronImageBuildOperator``).
+        code folder, first on ``PYTHONPATH``. Bigger code belongs in an image (``TrainiumImageBuildOperator``).
     :param secrets: environment name -> reference (a Secrets Manager ARN, an SSM parameter ARN or
         ``ssm:<name>``); only the process sees the value (``neuron.secrets``).
     :param all_nodes_outputs: a user's job keeps node 0's output and checkpoint folders; True keeps every
@@ -693,3 +694,8 @@ class NeuronJobOperator(ResumableJobMixin, BaseOperator):
         from airflow_provider_trainium.operators.lineage import operator_lineage
 
         return operator_lineage(self.describe_lineage, self.log)
+
+
+def __getattr__(name: str) -> Any:
+    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    return deprecated_names.resolve(__name__, name)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.model_asset import model_asset, validate_model_name
 
@@ -94,7 +95,7 @@ def require_verdict(
     return verdict
 
 
-class RegisterModelOperator(BaseOperator):
+class TrainiumRegisterModelOperator(BaseOperator):
     """Publish a trained model's directory as the next version of ``model_name``.
 
     Files are copied first and the manifest written last, so a crash leaves no half version. The same
@@ -128,7 +129,7 @@ class RegisterModelOperator(BaseOperator):
     :param register_failed_models: register a model whose verdict failed too (it is never promoted): for a DAG
         that keeps every run's model and lets a separate gate promote. Its verdict must still name these files.
     :param cost_task_id: the job task whose cost (its ``trainium_cost`` XCom) the manifest records; default:
-        the nearest upstream ``NeuronTrainingOperator`` (else the nearest ``NeuronJobOperator``).
+        the nearest upstream ``TrainiumTrainingOperator`` (else the nearest ``TrainiumJobOperator``).
     """
 
     template_fields: Sequence[str] = (
@@ -254,17 +255,17 @@ class RegisterModelOperator(BaseOperator):
         """The task whose cost the version records: ``cost_task_id``, else the nearest upstream trainer."""
         if self.cost_task_id or not self.has_dag():
             return self.cost_task_id
-        from airflow_provider_trainium.operators.job import NeuronJobOperator
-        from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+        from airflow_provider_trainium.operators.job import TrainiumJobOperator
+        from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 
         seen: set[str] = set()
         level = list(self.upstream_list)
         fallback: str | None = None
         while level:  # breadth first: the nearest one wins
             for task in level:
-                if isinstance(task, NeuronTrainingOperator):
+                if isinstance(task, TrainiumTrainingOperator):
                     return task.task_id
-                if fallback is None and isinstance(task, NeuronJobOperator):
+                if fallback is None and isinstance(task, TrainiumJobOperator):
                     fallback = task.task_id
             seen.update(t.task_id for t in level)
             level = [u for t in level for u in t.upstream_list if u.task_id not in seen]
@@ -295,13 +296,13 @@ class RegisterModelOperator(BaseOperator):
         return OperatorLineage(inputs=datasets, outputs=[output])
 
 
-class PromoteModelAliasOperator(BaseOperator):
+class TrainiumPromoteModelAliasOperator(BaseOperator):
     """Point an alias (``production``, ``staging``...) of a model at a version.
 
     The move is atomic and recorded in the alias history; a version that does not exist is rejected.
     Moving an alias to the version it already points at changes nothing, so retries are harmless.
 
-    :param version: version number, or the XCom result of ``RegisterModelOperator``. Templated.
+    :param version: version number, or the XCom result of ``TrainiumRegisterModelOperator``. Templated.
     :param forward_only: never move the alias to a version older than the one it points at (for ``latest``:
         a rerun of an old interval must not move it back). Off for deliberate rollbacks.
     :param promote_manual_runs: whether a manually triggered run may move the alias (a DAG author's setting).
@@ -369,3 +370,8 @@ class PromoteModelAliasOperator(BaseOperator):
             forward_only=self.forward_only,
         )
         return state.to_dict()
+
+
+def __getattr__(name: str) -> Any:
+    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    return deprecated_names.resolve(__name__, name)

@@ -46,21 +46,21 @@ def checked_against_xcom(derived: str, xcom: Any, task_id: str, what: str = "out
 
 
 def producer_task(context: Mapping[str, Any], task_id: str) -> Any:
-    """The DAG's ``task_id`` task (a ``NeuronJobOperator``); ValueError when there is no such job task."""
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    """The DAG's ``task_id`` task (a ``TrainiumJobOperator``); ValueError when there is no such job task."""
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
     dag = context.get("dag") or context["ti"].task.dag
     if not dag.has_task(task_id):
         raise ValueError(f"DAG {dag.dag_id!r} has no task {task_id!r} whose output could be derived")
     task = dag.get_task(task_id)
-    if not isinstance(task, NeuronJobOperator):
+    if not isinstance(task, TrainiumJobOperator):
         raise ValueError(f"task {task_id!r} is a {type(task).__name__}, not a job task: its output cannot be derived")
     return task
 
 
 def derived_output_uri(context: Mapping[str, Any], task_id: str) -> str:
     """Where the ``task_id`` job task of this run writes its output: its ``output_uri`` rendered for this run, or
-    its default place under the run's prefix (``NeuronJobOperator.run_prefix``)."""
+    its default place under the run's prefix (``TrainiumJobOperator.run_prefix``)."""
     task = producer_task(context, task_id)
     if task.output_uri:
         return str(task.render_template(task.output_uri, dict(context))).strip()

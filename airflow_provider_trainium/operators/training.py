@@ -1,4 +1,4 @@
-"""``NeuronTrainingOperator``: a distributed training job whose metrics come back to Airflow."""
+"""``TrainiumTrainingOperator``: a distributed training job whose metrics come back to Airflow."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
-from airflow_provider_trainium import artifacts
+from airflow_provider_trainium import artifacts, deprecated_names
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import JobHandle
 
 
-class NeuronTrainingOperator(NeuronJobOperator):
+class TrainiumTrainingOperator(TrainiumJobOperator):
     """Train with torchrun on every node; returns the output URI and pushes ``metrics`` to XCom.
 
     The trainer writes ``metrics.json`` to the output URI; its summary (accuracy, samples/s, XLA graphs
@@ -89,3 +89,8 @@ class NeuronTrainingOperator(NeuronJobOperator):
         )
         if settings.enabled:
             export_training_run(context, spec, self.prepare(context).compute, config, settings, summary, self.log)
+
+
+def __getattr__(name: str) -> Any:
+    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    return deprecated_names.resolve(__name__, name)

@@ -3,7 +3,7 @@
 Airflow users who may edit XComs could otherwise point the API server at any URL (the view used to open the
 task's ``return_value`` on any fsspec scheme). So the output location is the one the operator itself
 computes, ``<artifact_root>/runs/<dag_id>/<run key>/<task_id>[/<map_index>]``
-(``NeuronJobOperator.task_instance_prefix``), or the task's own rendered ``output_uri`` when its DAG sets one;
+(``TrainiumJobOperator.task_instance_prefix``), or the task's own rendered ``output_uri`` when its DAG sets one;
 it is known before the job ends, so a running training shows its curves. An XCom naming another place is
 ignored with a note. The location must then pass ``artifacts.confined`` (``file://`` or ``s3://`` inside the
 artifact root) and, under ``<root>/runs/``, lie in this DAG's own folder (another DAG's runs are its readers').
@@ -29,7 +29,7 @@ class Location:
 
 
 def run_output_prefix(root: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """What ``NeuronJobOperator`` names the task instance's output when its DAG names none."""
+    """What ``TrainiumJobOperator`` names the task instance's output when its DAG names none."""
     parts = [root.rstrip("/"), RUNS_DIR, dag_id, naming.run_key(run_id), task_id]
     if map_index is not None and map_index >= 0:
         parts.append(str(map_index))

@@ -1,8 +1,8 @@
 """Training runs as the view lists them, read from Airflow's metadata database (task instances and their XComs).
 
-A training run is a task instance of ``NeuronTrainingOperator`` (or of a subclass that pushes the ``metrics``
+A training run is a task instance of ``TrainiumTrainingOperator`` (or of a subclass that pushes the ``metrics``
 XCom). Its XComs give the output URI (``return_value``), the metrics summary (``metrics``), the job handle
-(``job``) and the cost record (``trainium_cost``); the version the ``RegisterModelOperator`` of the same DAG run
+(``job``) and the cost record (``trainium_cost``); the version the ``TrainiumRegisterModelOperator`` of the same DAG run
 registered comes from that task's ``return_value``. Only DAGs in ``dag_ids`` (what the user may read) are queried,
 and XComs only of DAGs in ``xcom_dag_ids`` (what the user may read XComs of): a row of any other DAG carries no
 XCom value (``xcom_hidden``). The row's ``rendered_output_uri`` is the task's own rendered ``output_uri`` (where
@@ -15,9 +15,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-TRAINING_OPERATORS = ("NeuronTrainingOperator",)
-NOT_TRAINING = ("NeuronCompileOperator",)
-REGISTER_OPERATOR = "RegisterModelOperator"
+from airflow_provider_trainium.deprecated_names import with_former_names
+
+#: The ``operator`` of a task instance, as Airflow recorded it: the class's name when the task ran, so a former
+#: name too.
+TRAINING_OPERATORS = with_former_names("TrainiumTrainingOperator")
+NOT_TRAINING = with_former_names("TrainiumCompileOperator")
+REGISTER_OPERATORS = with_former_names("TrainiumRegisterModelOperator")
 RUN_KEYS = ("return_value", "metrics", "job", "trainium_cost")
 LAYOUT_FIELDS = ("instance_type", "nodes", "processes_per_node", "compute")
 DEFAULT_LIMIT = 200
@@ -203,7 +207,7 @@ def _layouts(session: Any, tis: list[Any]) -> dict[tuple[str, str, str, int], di
 
 
 def _registered_versions(session: Any, runs: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The model version each DAG run's ``RegisterModelOperator`` registered (its ``return_value``)."""
+    """The model version each DAG run's ``TrainiumRegisterModelOperator`` registered (its ``return_value``)."""
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.xcom import XComModel
     from sqlalchemy import and_, select
@@ -220,7 +224,7 @@ def _registered_versions(session: Any, runs: set[tuple[str, str]]) -> dict[tuple
             ),
         )
         .where(
-            TI.operator == REGISTER_OPERATOR,
+            TI.operator.in_(REGISTER_OPERATORS),
             XComModel.key == "return_value",
             XComModel.dag_id.in_({d for d, _ in runs}),
             XComModel.run_id.in_({r for _, r in runs}),

@@ -81,7 +81,7 @@ def check_image(config: TrainiumConfig, layout: Layout) -> CheckResult:
     if not layout.image:
         return warning(
             NAME,
-            "no image given and the connection names none: the DAG builds one (NeuronImageBuildOperator) and "
+            "no image given and the connection names none: the DAG builds one (TrainiumImageBuildOperator) and "
             "runs exactly that",
         )
     ref = parse_image(layout.image)

@@ -1,4 +1,4 @@
-"""``NeuronCompileCacheSensor``: wait until a compilation with a given cache key is in the cache.
+"""``TrainiumCompileCacheSensor``: wait until a compilation with a given cache key is in the cache.
 
 A training DAG that shares a cache with a separate compile DAG waits here instead of compiling itself.
 """
@@ -10,16 +10,16 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_provider_trainium import artifacts
+from airflow_provider_trainium import artifacts, deprecated_names
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.neuron.compile_key import key_record_uri
 
 
-class NeuronCompileCacheSensor(BaseSensorOperator):
+class TrainiumCompileCacheSensor(BaseSensorOperator):
     """Succeeds once ``<compile_cache_uri>/keys/<cache_key>.json`` exists; returns that record.
 
     :param compile_cache_uri: the cache (``s3://`` or ``file://``). Templated.
-    :param cache_key: the key ``NeuronCompileOperator`` returns (``cache_key``). Templated.
+    :param cache_key: the key ``TrainiumCompileOperator`` returns (``cache_key``). Templated.
     :param aws_conn_id: AWS connection for ``s3://`` caches; default: the trainium connection's.
     :param trainium_conn_id: the ``trainium`` connection whose ``aws_conn_id`` reads ``s3://`` caches.
     """
@@ -52,3 +52,8 @@ class NeuronCompileCacheSensor(BaseSensorOperator):
         if record is None:
             self.log.info("no compilation for key %s in %s yet", self.cache_key, self.compile_cache_uri)
         return PokeReturnValue(is_done=record is not None, xcom_value=record)
+
+
+def __getattr__(name: str) -> Any:
+    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    return deprecated_names.resolve(__name__, name)

@@ -1,4 +1,4 @@
-"""``TrainiumJobSensor``: wait for the job a ``NeuronJobOperator(wait_for_completion=False)`` task submitted.
+"""``TrainiumJobSensor``: wait for the job a ``TrainiumJobOperator(wait_for_completion=False)`` task submitted.
 
 The job is found as the operator's retries find it: by the name and tags derived from the submitting task
 instance (its DAG, task, run and map index), never from an XCom alone. The submitting task's ``job`` XCom must
@@ -31,7 +31,7 @@ DEFER_GRACE = timedelta(minutes=5)
 class TrainiumJobSensor(BaseSensorOperator):
     """Succeeds when the job of task ``job_task_id`` (same run and map index) succeeds; returns its job id.
 
-    :param job_task_id: the ``NeuronJobOperator`` task that submitted with ``wait_for_completion=False``.
+    :param job_task_id: the ``TrainiumJobOperator`` task that submitted with ``wait_for_completion=False``.
     :param deferrable: wait in the triggerer; default Airflow's ``[operators] default_deferrable``.
     :param poll_interval: seconds between status rounds (default: the backend's, 30 s).
     :param log_interval: seconds between reads of a Batch job's log streams (default 30 s).
@@ -110,10 +110,10 @@ class TrainiumJobSensor(BaseSensorOperator):
         """The sensor's own cursor of the job's log, under its task instance's run prefix."""
         from airflow_provider_trainium.compute.cloudwatch import cursor_uri
         from airflow_provider_trainium.hooks.trainium import TrainiumHook
-        from airflow_provider_trainium.operators.job import NeuronJobOperator
+        from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
         config = TrainiumHook(self.trainium_conn_id).get_config()
-        return cursor_uri(NeuronJobOperator.task_instance_prefix(context, config, "runs"), handle.job_id)
+        return cursor_uri(TrainiumJobOperator.task_instance_prefix(context, config, "runs"), handle.job_id)
 
     def wait_timeout(self) -> timedelta:
         return self.execution_timeout or DEFAULT_TIMEOUT

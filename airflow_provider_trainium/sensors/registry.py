@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.registry.names import validate_alias, validate_model_name, validate_version
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class RegisteredModelSensor(BaseSensorOperator):
+class TrainiumRegisteredModelSensor(BaseSensorOperator):
     """Succeeds when the awaited model version exists; returns ``{"name", "version", "uri", ...}``.
 
     * ``version=N``: version N is published (its manifest exists).
@@ -75,7 +76,7 @@ class RegisteredModelSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        from airflow_provider_trainium.triggers.registry import RegisteredModelTrigger, find_model
+        from airflow_provider_trainium.triggers.registry import TrainiumRegisteredModelTrigger, find_model
 
         registry = self._registry()
         version, alias, newer_than = self._criteria()
@@ -83,7 +84,7 @@ class RegisteredModelSensor(BaseSensorOperator):
         if found is not None:
             return found
         self.defer(
-            trigger=RegisteredModelTrigger(
+            trigger=TrainiumRegisteredModelTrigger(
                 model_name=self.model_name,
                 artifact_root=registry.root_uri,
                 conn_id=registry.conn_id,
@@ -100,3 +101,8 @@ class RegisteredModelSensor(BaseSensorOperator):
         if event.get("status") != "success":
             raise RuntimeError(f"waiting for model {self.model_name!r} failed: {event.get('message')}")
         return event["model"]
+
+
+def __getattr__(name: str) -> Any:
+    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    return deprecated_names.resolve(__name__, name)

@@ -8,6 +8,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_trainium import deprecated_names
+
 
 def find_model(
     registry: Any, model_name: str, version: int | None, alias: str | None, newer_than: int
@@ -44,7 +46,7 @@ def find_model(
     }
 
 
-class RegisteredModelTrigger(BaseTrigger):
+class TrainiumRegisteredModelTrigger(BaseTrigger):
     """Polls the registry every ``poke_interval`` seconds; reads run in a thread, off the event loop."""
 
     def __init__(
@@ -97,3 +99,8 @@ class RegisteredModelTrigger(BaseTrigger):
                 yield TriggerEvent({"status": "success", "model": found})
                 return
             await asyncio.sleep(self.poke_interval)
+
+
+def __getattr__(name: str) -> Any:
+    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    return deprecated_names.resolve(__name__, name)

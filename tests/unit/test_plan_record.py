@@ -14,7 +14,7 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_trainium import dag_kit as kit
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.conftest import set_trainium_connection
 
 RUN_ID = "manual__2026-12-02T00:00:00+00:00"
@@ -52,9 +52,9 @@ def test_the_plan_comes_from_its_record_and_an_edited_xcom_fails_naming_both(roo
 
 def test_a_templated_output_is_re_derived_and_an_edited_xcom_fails_naming_both(root):
     with DAG("derived", schedule=None, **kit.dag_args()) as dag:
-        train = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
-        register = NeuronJobOperator(task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate",
-                                     job_args=["--model-uri", kit.output_of("train")])  # fmt: skip
+        train = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
+        register = TrainiumJobOperator(task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate",
+                                       job_args=["--model-uri", kit.output_of("train")])  # fmt: skip
         train >> register
     derived = f"{root}/runs/derived/"
     ti = RunTI(dag_id="derived", run_id=RUN_ID, task_id="evaluate", map_index=-1, xcoms={})

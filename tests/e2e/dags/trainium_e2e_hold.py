@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 #: ``<root>/<run id>`` is the job's work folder: its ``started`` lines and the test's ``go`` file.
 HOLD_ROOT = os.path.join(os.environ.get("AIRFLOW_HOME", "."), "hold")
@@ -22,7 +22,7 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(seconds=2)},
     tags=["e2e"],
 ) as dag:
-    hold = NeuronJobOperator(
+    hold = TrainiumJobOperator(
         task_id="hold",
         entry_point="tests.integration.jobs.count_runs",
         job_args=[HOLD_ROOT + "/{{ run_id }}"],

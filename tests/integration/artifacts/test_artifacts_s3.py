@@ -7,8 +7,8 @@ import json
 import pytest
 
 from airflow_provider_trainium import artifacts
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
-from airflow_provider_trainium.sensors.compile_cache import NeuronCompileCacheSensor
+from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
+from airflow_provider_trainium.sensors.compile_cache import TrainiumCompileCacheSensor
 from tests.conftest import free_port, set_trainium_connection
 
 BUCKET = "trainium-artifacts-test"
@@ -49,15 +49,15 @@ def test_reads_through_the_trainium_connection(s3_root: str) -> None:
 
 
 def test_training_metrics_use_the_connections_aws_conn_id(s3_root: str) -> None:
-    op = NeuronTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
+    op = TrainiumTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
     assert op.read_metrics(f"{s3_root}/run/model/")["accuracy"] == 0.97
     assert op.read_metrics(f"{s3_root}/run/empty") is None
 
 
 def test_compile_cache_sensor_uses_the_connections_aws_conn_id(s3_root: str) -> None:
-    found = NeuronCompileCacheSensor(task_id="wait", compile_cache_uri=f"{s3_root}/cache", cache_key="abc")
+    found = TrainiumCompileCacheSensor(task_id="wait", compile_cache_uri=f"{s3_root}/cache", cache_key="abc")
     assert found.poke({}).xcom_value == {"key": "abc"}
-    waiting = NeuronCompileCacheSensor(task_id="wait2", compile_cache_uri=f"{s3_root}/cache", cache_key="def")
+    waiting = TrainiumCompileCacheSensor(task_id="wait2", compile_cache_uri=f"{s3_root}/cache", cache_key="def")
     assert waiting.poke({}).is_done is False
 
 

@@ -12,13 +12,13 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 with DAG("budget_guard", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-    NeuronJobOperator(task_id="train", entry_point="trainium_trainer.allreduce", compute="batch",
-                      instance_type="trn1.32xlarge", nodes=2, image={image!r},
-                      execution_timeout=dt.timedelta(hours=1), max_cost_usd={budget!r}, retries=2,
-                      retry_delay=dt.timedelta(seconds=0))
+    TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.allreduce", compute="batch",
+                        instance_type="trn1.32xlarge", nodes=2, image={image!r},
+                        execution_timeout=dt.timedelta(hours=1), max_cost_usd={budget!r}, retries=2,
+                        retry_delay=dt.timedelta(seconds=0))
 """
 
 
@@ -71,15 +71,15 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from airflow_provider_trainium.params import budget_params
 
 with DAG("budget_ceiling", schedule=None, start_date=dt.datetime(2026, 1, 1),
          params=budget_params(ceiling_usd={ceiling!r})) as dag:
-    NeuronJobOperator(task_id="train", entry_point="trainium_trainer.allreduce", compute="batch",
-                      instance_type="trn1.32xlarge", nodes=2, image={image!r},
-                      execution_timeout=dt.timedelta(hours=1), max_cost_usd={budget!r}, retries=2,
-                      retry_delay=dt.timedelta(seconds=0))
+    TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.allreduce", compute="batch",
+                        instance_type="trn1.32xlarge", nodes=2, image={image!r},
+                        execution_timeout=dt.timedelta(hours=1), max_cost_usd={budget!r}, retries=2,
+                        retry_delay=dt.timedelta(seconds=0))
 """
 
 

@@ -49,9 +49,9 @@ class TriggererTaskLog:
 
 
 def operator(nodes: int) -> Any:
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
-    return NeuronJobOperator(
+    return TrainiumJobOperator(
         task_id="allreduce",
         entry_point="trainium_trainer.allreduce",
         compute="batch",

@@ -1,4 +1,4 @@
-"""NeuronJobOperator on compute=batch: a retry or a restarted worker never submits a second job."""
+"""TrainiumJobOperator on compute=batch: a retry or a restarted worker never submits a second job."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute import naming
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import CallCounter
 
@@ -40,10 +40,10 @@ class StateStore(dict):
         self[key] = value
 
 
-def operator(**kwargs: Any) -> NeuronJobOperator:
+def operator(**kwargs: Any) -> TrainiumJobOperator:
     kwargs.setdefault("task_id", "allreduce")
-    return NeuronJobOperator(entry_point="trainium_trainer.allreduce", compute="batch", instance_type="trn1.32xlarge",
-                             nodes=4, execution_timeout=timedelta(hours=1), **kwargs)  # fmt: skip
+    return TrainiumJobOperator(entry_point="trainium_trainer.allreduce", compute="batch", instance_type="trn1.32xlarge",
+                               nodes=4, execution_timeout=timedelta(hours=1), **kwargs)  # fmt: skip
 
 
 def context(ti: TaskInstanceStandIn, store: StateStore | None = None) -> dict[str, Any]:

@@ -23,9 +23,9 @@ TASK_ID = "allreduce"
 def retry_dag():
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
-    class QuickPollJobOperator(NeuronJobOperator):
+    class QuickPollJobOperator(TrainiumJobOperator):
         """The shipped operator; its Batch backend polls every 0.2 s instead of 30 s, so the test takes seconds."""
 
         def backend_for(self, compute):

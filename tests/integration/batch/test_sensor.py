@@ -75,12 +75,12 @@ def test_a_task_without_a_job_is_named(batch_env):
 def submit_then_wait_dag():
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
     with DAG(DAG_ID, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-        submit = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.allreduce", compute="batch",
-                                   instance_type="trn1.32xlarge", nodes=2, wait_for_completion=False,
-                                   execution_timeout=timedelta(minutes=10))  # fmt: skip
+        submit = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.allreduce", compute="batch",
+                                     instance_type="trn1.32xlarge", nodes=2, wait_for_completion=False,
+                                     execution_timeout=timedelta(minutes=10))  # fmt: skip
         wait = TrainiumJobSensor(task_id="wait", job_task_id="train", poll_interval=0.2, log_interval=0,
                                  execution_timeout=timedelta(minutes=10))  # fmt: skip
         submit >> wait

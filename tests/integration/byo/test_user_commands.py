@@ -33,14 +33,14 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 with DAG("trainium_user_scripts", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-    NeuronJobOperator(task_id="torchrun_script", script="ddp_regression.py", job_args=["--epochs", "3"],
-                      code_dir="{SCRIPTS}", instance_type="trn1.32xlarge", compute="local", retries=0)
-    NeuronJobOperator(task_id="hf_trainer", command=["python", "hf_trainer_script.py"], code_dir="{SCRIPTS}",
-                      instance_type="trn1.2xlarge", processes_per_node=1, compute="local", retries=0,
-                      env={{"HF_HUB_OFFLINE": "1", "USE_TORCH_XLA": "0"}})  # the CPU, not torch-xla
+    TrainiumJobOperator(task_id="torchrun_script", script="ddp_regression.py", job_args=["--epochs", "3"],
+                        code_dir="{SCRIPTS}", instance_type="trn1.32xlarge", compute="local", retries=0)
+    TrainiumJobOperator(task_id="hf_trainer", command=["python", "hf_trainer_script.py"], code_dir="{SCRIPTS}",
+                        instance_type="trn1.2xlarge", processes_per_node=1, compute="local", retries=0,
+                        env={{"HF_HUB_OFFLINE": "1", "USE_TORCH_XLA": "0"}})  # the CPU, not torch-xla
 '''
 
 

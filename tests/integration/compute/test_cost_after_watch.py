@@ -76,7 +76,7 @@ class TaskInstanceStandIn:
 
 
 def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
-    from airflow_provider_trainium.operators.job import NeuronJobOperator, PreparedJob
+    from airflow_provider_trainium.operators.job import PreparedJob, TrainiumJobOperator
 
     spec = batch_spec(nodes=3)
     backend, handle = ended_multi_node_job(batch_env, spec, "job-deferred")
@@ -88,7 +88,7 @@ def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
 
     event = json.loads(json.dumps(asyncio.run(event_of(backend.trigger(handle, time.time() + 600)))))  # as stored
     ti = TaskInstanceStandIn()
-    op = NeuronJobOperator(task_id="t", entry_point="trainium_trainer.allreduce", compute="batch")
+    op = TrainiumJobOperator(task_id="t", entry_point="trainium_trainer.allreduce", compute="batch")
     counter = BatchCallCounter().attach(op.backend_for("batch").hook.client)  # the client execute_complete uses
     op.execute_complete({"ti": ti}, event, prepared=PreparedJob("batch", spec, "job-deferred", TAGS).to_dict())
     assert counter["DescribeJobs"] == 0

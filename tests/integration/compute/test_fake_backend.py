@@ -71,14 +71,14 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.compute.test_fake_backend import register
 
 register()  # what a user's own backend module does on import
 
 with DAG("recording_backend", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-    NeuronJobOperator(task_id="job", entry_point="trainium_trainer.mnist_mlp.train", job_args=["--epochs", "1"],
-                      compute="recording", distributed=False)
+    TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.mnist_mlp.train", job_args=["--epochs", "1"],
+                        compute="recording", distributed=False)
 """
 
 

@@ -8,7 +8,7 @@ import pytest
 from airflow_provider_trainium.compute.ecs.backend import EcsBackend, EcsInputError
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.batch.test_operator_batch import TaskInstanceStandIn, context
 from tests.integration.conftest import calls
 from tests.integration.ecs.conftest import CLUSTER, IMAGE, CallCounter, connect_trainium
@@ -64,7 +64,7 @@ def test_an_unmapped_reservation_fails_the_task_before_run_task(ecs_world, moto_
     from airflow.providers.common.compat.sdk import AirflowFailException
 
     connect_trainium(ecs_world, monkeypatch, capacity_reservations=routes)
-    op = NeuronJobOperator(
+    op = TrainiumJobOperator(
         task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs", capacity_reservation=CR
     )
     with pytest.raises(AirflowFailException, match=needle) as failed:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_trainium.compute.base import JobInputError
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.batch.test_operator_batch import TaskInstanceStandIn, context
 from tests.integration.ecs.conftest import CallCounter, connect_trainium
 
@@ -18,7 +18,7 @@ def test_a_cluster_ecs_does_not_know_fails_once_without_running_a_task(ecs_world
     from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
     connect_trainium(ecs_world, monkeypatch, ecs_cluster="no-such-cluster")
-    op = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs")
+    op = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs")
     ti = TaskInstanceStandIn(dag_id="trainium_mnist_mlp", task_id="train")
     prepared = op.prepare(context(ti))
     counter = CallCounter(op.backend_for(prepared.compute).hook.conn)

@@ -1,6 +1,6 @@
 """``trainium_mnist_mlp`` with compute=ecs in a real ``dag.test()`` run against the moto server.
 
-Each job task (NeuronJobOperator, NeuronCompileOperator, NeuronTrainingOperator) submits an ECS task,
+Each job task (TrainiumJobOperator, TrainiumCompileOperator, TrainiumTrainingOperator) submits an ECS task,
 defers on the ECS trigger, and ``dag.test()`` runs the trigger inline until the task stops. moto runs
 no containers, so the check is on what each task asked ECS to run (and the registry finds no model).
 """

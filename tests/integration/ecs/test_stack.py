@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.batch.test_operator_batch import StateStore, TaskInstanceStandIn
 from tests.integration.ecs.conftest import connect_trainium
 
 
 def prepare(stack: str):
-    op = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
-                           instance_type="trn2.48xlarge", stack=stack)  # fmt: skip
+    op = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
+                             instance_type="trn2.48xlarge", stack=stack)  # fmt: skip
     return op.prepare({"ti": TaskInstanceStandIn(dag_id="d", task_id="train"), "task_state_store": StateStore()})
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.batch.test_operator_batch import StateStore, TaskInstanceStandIn
 from tests.integration.ecs.conftest import connect_trainium
 from tests.integration.submit_walk import record, walk_to
@@ -11,8 +11,8 @@ from tests.integration.submit_walk import record, walk_to
 def test_the_ecs_submit_walk(ecs_world, monkeypatch):
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)
-    op = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
-                           instance_type="trn1.2xlarge", nodes=1)  # fmt: skip
+    op = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
+                             instance_type="trn1.2xlarge", nodes=1)  # fmt: skip
     context = {
         "ti": TaskInstanceStandIn(dag_id="trainium_mnist_mlp", task_id="train"),
         "task_state_store": StateStore(),

@@ -1,4 +1,4 @@
-"""NeuronImageBuildOperator in real DAG runs: XCom outputs, second run served from the registry."""
+"""TrainiumImageBuildOperator in real DAG runs: XCom outputs, second run served from the registry."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 from tests.conftest import set_trainium_connection
 from tests.integration.image.conftest import CountingBuilder, LocalRegistry, write_tree
 
@@ -19,10 +19,10 @@ import os
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 
 with DAG(os.environ["IMAGE_TEST_DAG_ID"], schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-    NeuronImageBuildOperator(task_id="image", **json.loads(os.environ["IMAGE_TEST_KWARGS"]))
+    TrainiumImageBuildOperator(task_id="image", **json.loads(os.environ["IMAGE_TEST_KWARGS"]))
 """
 
 
@@ -129,7 +129,7 @@ def test_operator_builds_then_reuses(
 def test_bad_context_fails_the_task_before_any_registry_call(tmp_path: Path) -> None:
     from airflow_provider_trainium.image.errors import ContextError
 
-    operator = NeuronImageBuildOperator(
+    operator = TrainiumImageBuildOperator(
         task_id="image", context_dir=str(tmp_path), repository="127.0.0.1:1/never/contacted"
     )
     with pytest.raises(ContextError, match="Dockerfile not found"):
@@ -140,7 +140,7 @@ def test_no_repository_anywhere_is_a_clear_error(tmp_path: Path) -> None:
     from airflow_provider_trainium.image.errors import ContainerRegistryError
 
     write_tree(tmp_path, {"docker/Dockerfile": "FROM scratch\n"})
-    operator = NeuronImageBuildOperator(task_id="image", context_dir=str(tmp_path))
+    operator = TrainiumImageBuildOperator(task_id="image", context_dir=str(tmp_path))
     with pytest.raises(ContainerRegistryError, match="no image repository"):
         operator.execute(context={})  # type: ignore[arg-type]
 
@@ -216,7 +216,7 @@ def test_codebuild_chosen_by_name_takes_its_settings_from_the_connection(
         tmp_path / "repo",
         {"docker/Dockerfile": "FROM scratch\nCOPY trainium_trainer/ /t/\n", "trainium_trainer/a.py": ""},
     )
-    operator = NeuronImageBuildOperator(
+    operator = TrainiumImageBuildOperator(
         task_id="image", context_dir=str(app), builder="codebuild", codebuild_service_role_arn=ROLE
     )
     with pytest.raises(

@@ -1,4 +1,4 @@
-"""A user's image FROM the real training image, built by NeuronImageBuildOperator, runs the user's script.
+"""A user's image FROM the real training image, built by TrainiumImageBuildOperator, runs the user's script.
 
 The training image is docker/Dockerfile built over the stand-in base as test_real_image.py builds it
 (``stand_in_build``: the cached Debian root file system, no Neuron or PyPI layers). The user's context is a
@@ -27,7 +27,7 @@ from airflow_provider_trainium.neuron.container_contract import IMAGE_ENTRYPOINT
 from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, image_stack
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 from tests.conftest import set_trainium_connection
 from tests.integration.image.conftest import Image, LocalRegistry, names_values, stand_in_build, write_tree
 
@@ -66,7 +66,7 @@ class TaskInstanceStandIn:
 @dataclass(frozen=True)
 class UserImage:
     training: Image
-    operator: NeuronImageBuildOperator
+    operator: TrainiumImageBuildOperator
     ti: TaskInstanceStandIn
     reference: str
     config: dict[str, Any]
@@ -85,7 +85,7 @@ def user_image(tmp_path_factory: pytest.TempPathFactory, local_registry: LocalRe
                                                                         "train.py": TRAIN_PY})  # fmt: skip
         root = training.buildah.base[training.buildah.base.index("--root") + 1]
         runroot = training.buildah.base[training.buildah.base.index("--runroot") + 1]
-        operator = NeuronImageBuildOperator(
+        operator = TrainiumImageBuildOperator(
             task_id="user_image",
             context_dir=str(context),
             base_image="trainium",
@@ -115,7 +115,7 @@ def test_the_base_is_the_training_image_pinned_by_digest(user_image: UserImage) 
 
 def test_a_second_build_from_the_builds_reference_finds_the_image(user_image: UserImage) -> None:
     """The training image's build task output (``repository@sha256:...``) pins the same base: same tag, no build."""
-    again = NeuronImageBuildOperator(
+    again = TrainiumImageBuildOperator(
         task_id="user_image",
         context_dir=user_image.operator.context_dir,
         base_image=user_image.training.result.reference,

@@ -11,8 +11,8 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
+from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 from tests.integration.registry.conftest import run_dag
 
 DAG_ID = "lineage_mnist"
@@ -28,8 +28,8 @@ def main(data_uri: str, cache_uri: str) -> int:
         "compile_cache_uri": cache_uri,
     }
     with DAG(DAG_ID, schedule=None, start_date=datetime(2026, 11, 1)) as dag:
-        compile_trial = NeuronCompileOperator(task_id="compile", trial_steps=2, **job)
-        train = NeuronTrainingOperator(task_id="train", **job)
+        compile_trial = TrainiumCompileOperator(task_id="compile", trial_steps=2, **job)
+        train = TrainiumTrainingOperator(task_id="train", **job)
         compile_trial >> train
     run = run_dag(dag)
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}

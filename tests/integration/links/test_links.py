@@ -49,13 +49,13 @@ import os
 
 from airflow.sdk import DAG, Param
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 with DAG("links_local_run", schedule=None, start_date=dt.datetime(2026, 1, 1),
          params={"compute": Param("local", enum=["local", "ecs", "batch"])}) as dag:
     # compute is templated, as in the shipped DAGs, so the task keeps its ECS and Batch links
-    NeuronJobOperator(task_id="job", entry_point="tests.integration.jobs.report_env",
-                      job_args=[os.environ["LINKS_TEST_OUT"]], compute="{{ params.compute }}", distributed=False)
+    TrainiumJobOperator(task_id="job", entry_point="tests.integration.jobs.report_env",
+                        job_args=[os.environ["LINKS_TEST_OUT"]], compute="{{ params.compute }}", distributed=False)
 """
 
 
@@ -96,13 +96,13 @@ def test_local_run_logs_no_error_and_every_link_reads_the_record(tmp_path, monke
 
 
 def small_links():
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
-    return NeuronJobOperator(task_id="t", entry_point="m", compute="auto").operator_extra_links
+    return TrainiumJobOperator(task_id="t", entry_point="m", compute="auto").operator_extra_links
 
 
 @pytest.mark.parametrize("compute,expected", [("local", 0), ("{{ params.compute }}", 11), ("batch", 9), ("ecs", 2)])
 def test_a_literal_backend_declares_only_its_own_links(compute, expected):
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
-    assert len(NeuronJobOperator(task_id="t", entry_point="m", compute=compute).operator_extra_links) == expected
+    assert len(TrainiumJobOperator(task_id="t", entry_point="m", compute=compute).operator_extra_links) == expected

@@ -13,13 +13,13 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 with DAG("links_bad_input", schedule=None, start_date=dt.datetime(2026, 1, 1),
          params={"compute": Param("local", enum=["local", "ecs", "batch"]), "instance_type": "trn9.huge"}) as dag:
     # compute templated as in the shipped DAGs: the task keeps all 11 links
-    NeuronJobOperator(task_id="job", entry_point="tests.integration.jobs.report_env", compute="{{ params.compute }}",
-                      instance_type="{{ params.instance_type }}", distributed=False, retries=0)
+    TrainiumJobOperator(task_id="job", entry_point="tests.integration.jobs.report_env", compute="{{ params.compute }}",
+                        instance_type="{{ params.instance_type }}", distributed=False, retries=0)
 """
 
 CAUSE = "stack 'xla' does not train on trn9 (trn9.huge)"

@@ -32,15 +32,15 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
 
 dags = {{}}
 for ranks in (1, 2):
     with DAG(f"native_compile_{{ranks}}_ranks", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
-        NeuronCompileOperator(task_id="compile", entry_point="trainium_trainer.mnist_mlp.train",
-                              job_args=["--data-uri", {data!r}, "--batch-size", "32", "--compile"], trial_steps=4,
-                              compute="local", stack="native", instance_type="trn2.48xlarge",
-                              processes_per_node=ranks, compile_cache_uri={cache!r})
+        TrainiumCompileOperator(task_id="compile", entry_point="trainium_trainer.mnist_mlp.train",
+                                job_args=["--data-uri", {data!r}, "--batch-size", "32", "--compile"], trial_steps=4,
+                                compute="local", stack="native", instance_type="trn2.48xlarge",
+                                processes_per_node=ranks, compile_cache_uri={cache!r})
     dags[ranks] = dag
 """
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
-from airflow_provider_trainium.operators.registry import RegisterModelOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
+from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
 from airflow_provider_trainium.registry import ModelRegistry
 from tests.integration.registry.conftest import run_dag
 
@@ -18,7 +18,7 @@ IMAGE = "127.0.0.1:5000/trainium/train@sha256:" + "ab" * 32
 BASE = "sha256:" + "cd" * 32
 
 
-class FoundImage(NeuronImageBuildOperator):
+class FoundImage(TrainiumImageBuildOperator):
     """The operator's XComs for an image already in the registry (the image tests cover finding it)."""
 
     def __init__(self, *, base_digest: str | None, **kwargs: Any) -> None:
@@ -41,8 +41,8 @@ def register(tmp_path: Path, dag_id: str, base_digest: str | None, with_image: b
     (source / "metrics.json").write_text('{"accuracy": 0.9}')
     root = (tmp_path / "root").as_uri()
     with DAG(dag_id, schedule=None, start_date=START) as dag:
-        reg = RegisterModelOperator(task_id="register", model_name=dag_id, source_uri=str(source), artifact_root=root,
-                                    require_evaluation=False)  # fmt: skip
+        reg = TrainiumRegisterModelOperator(task_id="register", model_name=dag_id, source_uri=str(source),
+                                            artifact_root=root, require_evaluation=False)  # fmt: skip
         if with_image:
             FoundImage(task_id="image", base_digest=base_digest, repository="127.0.0.1:5000/trainium/train") >> reg
     run = run_dag(dag)

@@ -9,10 +9,13 @@ from datetime import datetime, timedelta
 import pytest
 from airflow.sdk import DAG, Asset
 
-from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator, RegisterModelOperator
+from airflow_provider_trainium.operators.registry import (
+    TrainiumPromoteModelAliasOperator,
+    TrainiumRegisterModelOperator,
+)
 from airflow_provider_trainium.registry.assets import model_asset, openlineage_id
-from airflow_provider_trainium.sensors.registry import RegisteredModelSensor
-from airflow_provider_trainium.triggers.registry import RegisteredModelTrigger
+from airflow_provider_trainium.sensors.registry import TrainiumRegisteredModelSensor
+from airflow_provider_trainium.triggers.registry import TrainiumRegisteredModelTrigger
 from tests.integration.registry.conftest import run_dag, serialize_dags
 
 START = datetime(2026, 11, 1)
@@ -83,7 +86,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
     source, _ = trained_dir("a")
     dag_id = f"registry_asset_{backend.name}"
     with DAG(dag_id, schedule=None, start_date=START, params={"lr": 0.01, "epochs": 2}) as dag:
-        register = RegisterModelOperator(
+        register = TrainiumRegisterModelOperator(
             task_id="register",
             model_name="mnist-mlp",
             source_uri="{{ params.source }}",
@@ -95,7 +98,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
             require_evaluation=False,  # no evaluation in this DAG: the author says so
             params={"source": source},
         )
-        promote = PromoteModelAliasOperator(
+        promote = TrainiumPromoteModelAliasOperator(
             task_id="promote",
             model_name="mnist-mlp",
             alias="production",
@@ -105,7 +108,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
             aws_conn_id=backend.conn_id,
             require_evaluation=False,
         )
-        wait = RegisteredModelSensor(
+        wait = TrainiumRegisteredModelSensor(
             task_id="wait_production",
             model_name="mnist-mlp",
             alias="production",
@@ -163,7 +166,7 @@ def test_register_emits_asset_event_with_version_and_metrics(backend, trained_di
     assert registry.list_versions("mnist-mlp") == [1]
 
 
-class FailsAfterRegistering(RegisterModelOperator):
+class FailsAfterRegistering(TrainiumRegisterModelOperator):
     """The worker dies after the manifest is written, on the first try only."""
 
     def execute(self, context):
@@ -204,20 +207,20 @@ def test_model_asset_is_one_per_model():
         name="x-trainium-model://mnist-mlp", uri="x-trainium-model://mnist-mlp", group="model"
     )
     assert model_asset("mnist-mlp") != model_asset("llama2-7b")
-    register = RegisterModelOperator(task_id="r", model_name="mnist-mlp", source_uri="s3://b/run")
+    register = TrainiumRegisterModelOperator(task_id="r", model_name="mnist-mlp", source_uri="s3://b/run")
     assert model_asset("mnist-mlp") in register.outlets
 
 
 def test_bad_inputs_fail_at_parse_time():
     with pytest.raises(ValueError, match="invalid model name"):
-        RegisterModelOperator(task_id="r", model_name="Bad Name", source_uri="s3://b/x")
+        TrainiumRegisterModelOperator(task_id="r", model_name="Bad Name", source_uri="s3://b/x")
     with pytest.raises(ValueError, match="version or alias"):
-        RegisteredModelSensor(task_id="w", model_name="m", version=1, alias="production")
+        TrainiumRegisteredModelSensor(task_id="w", model_name="m", version=1, alias="production")
 
 
 def test_trigger_fires_when_a_newer_version_arrives(registry, backend, trained_dir):
     registry.register("m", trained_dir("a")[0])
-    trigger = RegisteredModelTrigger(
+    trigger = TrainiumRegisteredModelTrigger(
         model_name="m",
         artifact_root=backend.root_uri,
         conn_id=backend.conn_id,
@@ -225,8 +228,8 @@ def test_trigger_fires_when_a_newer_version_arrives(registry, backend, trained_d
         poke_interval=0.05,
     )
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_provider_trainium.triggers.registry.RegisteredModelTrigger"
-    assert RegisteredModelTrigger(**kwargs).serialize() == (classpath, kwargs)
+    assert classpath == "airflow_provider_trainium.triggers.registry.TrainiumRegisteredModelTrigger"
+    assert TrainiumRegisteredModelTrigger(**kwargs).serialize() == (classpath, kwargs)
     assert trigger.check() is None  # version 1 is not newer than 1
     newer, _ = trained_dir("b")
 
@@ -246,7 +249,7 @@ def test_trigger_fires_when_a_newer_version_arrives(registry, backend, trained_d
 
 
 def test_trigger_reports_errors_as_events(tmp_path):
-    trigger = RegisteredModelTrigger(model_name="m", artifact_root="gs://nope/x", poke_interval=0.01)
+    trigger = TrainiumRegisteredModelTrigger(model_name="m", artifact_root="gs://nope/x", poke_interval=0.01)
 
     async def first():
         return await trigger.run().__anext__()

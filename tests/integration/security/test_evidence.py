@@ -29,15 +29,16 @@ def model_dir(tmp_path: Path) -> Path:
 def run_register(tmp_path: Path, dag_id: str, **run_kwargs):
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
-    from airflow_provider_trainium.operators.registry import RegisterModelOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
+    from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
 
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        evaluate = NeuronJobOperator(task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate",
-                                     distributed=False, compute="local",
-                                     output_uri=(tmp_path / "evaluation").as_uri())  # fmt: skip
-        register = RegisterModelOperator(task_id="register", model_name="m", source_uri=str(tmp_path / "runs/model"),
-                                         promote_alias="latest", promote_manual_runs=True, retries=0)  # fmt: skip
+        evaluate = TrainiumJobOperator(task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate",
+                                       distributed=False, compute="local",
+                                       output_uri=(tmp_path / "evaluation").as_uri())  # fmt: skip
+        register = TrainiumRegisterModelOperator(task_id="register", model_name="m",
+                                                 source_uri=str(tmp_path / "runs/model"), promote_alias="latest",
+                                                 promote_manual_runs=True, retries=0)  # fmt: skip
         evaluate >> register
     run = run_dag(dag, mark_success_pattern="^evaluate$", **run_kwargs)
     return {ti.task_id: ti.state for ti in run.get_task_instances()}

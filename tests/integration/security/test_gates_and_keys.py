@@ -68,7 +68,7 @@ def test_the_finetune_reference_and_held_out_set_come_from_the_plan_not_the_conf
 def test_a_manual_run_registers_but_does_not_promote_unless_the_dag_allows_it(tmp_path):
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.registry import RegisterModelOperator
+    from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
     from airflow_provider_trainium.registry import ModelRegistry
     from tests.integration.registry.conftest import run_dag
 
@@ -78,7 +78,7 @@ def test_a_manual_run_registers_but_does_not_promote_unless_the_dag_allows_it(tm
     (source / "metrics.json").write_text('{"accuracy": 0.99}')
     root = (tmp_path / "root").as_uri()
     with DAG("manual_promotion_gate", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        RegisterModelOperator(
+        TrainiumRegisterModelOperator(
             task_id="register", model_name="m", source_uri=str(source), artifact_root=root, promote_alias="latest",
             require_evaluation=False,
         )  # fmt: skip

@@ -122,12 +122,12 @@ def test_the_batch_job_definition_carries_value_from_and_no_value(batch_env, ins
 def run_local_dag(dag_id: str, secrets: dict[str, str], program: str = PROGRAM):
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
     from tests.integration.registry.conftest import run_dag
 
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        NeuronJobOperator(task_id="job", command=[sys.executable, "-c", program], secrets=secrets, compute="local",
-                          distributed=False, retries=0)  # fmt: skip
+        TrainiumJobOperator(task_id="job", command=[sys.executable, "-c", program], secrets=secrets, compute="local",
+                            distributed=False, retries=0)  # fmt: skip
     return run_dag(dag)
 
 

@@ -26,12 +26,12 @@ def rejected_driver() -> str:
 def test_ecs_refuses_a_driver_the_runtime_rejects_with_no_run_task(ecs_world, monkeypatch, tmp_path):
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch, neuron_driver_version=rejected_driver())
     with DAG("driver_mismatch_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        NeuronJobOperator(
+        TrainiumJobOperator(
             task_id="job", entry_point="trainium_trainer.allreduce", distributed=False, compute="ecs", retries=0
         )
     run = run_dag(dag)

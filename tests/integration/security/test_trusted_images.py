@@ -59,13 +59,13 @@ def test_the_job_operator_refuses_an_untrusted_image_before_any_aws_call(ecs_wor
     """The first task is not the only guard: a job operator handed an untrusted image fails by itself."""
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)
     with DAG("untrusted_image_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False, compute="ecs",
-                          image="{{ dag_run.conf['image'] }}", retries=0)  # fmt: skip
+        TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False, compute="ecs",
+                            image="{{ dag_run.conf['image'] }}", retries=0)  # fmt: skip
     run = run_dag(dag, run_conf={"image": PUBLIC})
     assert states(run) == {"job": "failed"}
     assert ecs_calls(ecs_world) == ([], [])
@@ -75,12 +75,12 @@ def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkey
     """An image outside the configured repository runs when it is exactly what this run's build returned."""
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
     built = f"registry.example.com:5000/trainium@{DIGEST}"
 
-    class PrebuiltImage(NeuronImageBuildOperator):
+    class PrebuiltImage(TrainiumImageBuildOperator):
         def execute(self, context):  # the build itself is covered by tests/integration/image
             return built
 
@@ -92,9 +92,9 @@ def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkey
     connect_trainium(ecs_world, monkeypatch)
     with DAG("built_image_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         build = PrebuiltImage(task_id="build_image")
-        job = NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
-                                compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
-                                retries=0, poll_interval=1)  # fmt: skip
+        job = TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
+                                  compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
+                                  retries=0, poll_interval=1)  # fmt: skip
         build >> job
     run = run_dag(dag)
     assert states(run) == {"build_image": "success", "job": "success"}
@@ -109,12 +109,12 @@ def test_an_edited_build_xcom_is_refused_before_any_run_task(ecs_world, monkeypa
     run built (the registry's digest under the sources' content-hash tag), refuses the XCom, and calls no ECS API."""
     from airflow.sdk import DAG
 
-    from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
     built = f"registry.example.com:5000/trainium@{DIGEST}"
 
-    class EditedXCom(NeuronImageBuildOperator):
+    class EditedXCom(TrainiumImageBuildOperator):
         def execute(self, context):  # what an edited XCom says
             return "docker.io/attacker/x:latest"
 
@@ -125,9 +125,9 @@ def test_an_edited_build_xcom_is_refused_before_any_run_task(ecs_world, monkeypa
     connect_trainium(ecs_world, monkeypatch)
     with DAG("edited_build_xcom", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         build = EditedXCom(task_id="build_image")
-        job = NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
-                                compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
-                                retries=0)  # fmt: skip
+        job = TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
+                                  compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
+                                  retries=0)  # fmt: skip
         build >> job
     run = run_dag(dag)
     assert states(run) == {"build_image": "success", "job": "failed"}

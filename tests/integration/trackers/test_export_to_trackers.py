@@ -20,7 +20,7 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 from airflow_provider_trainium.trackers.gather import TaskInstanceId, collect
 from airflow_provider_trainium.trackers.mlflow_export import TASK_INSTANCE_TAG, export_mlflow
 from tests.conftest import free_port, set_trainium_connection
@@ -74,9 +74,9 @@ def test_a_training_run_reaches_mlflow_and_tensorboard_once(tmp_path, monkeypatc
     set_trainium_connection(monkeypatch, artifact_root=root, allowed_input_prefixes=[data.as_uri()],
                             mlflow_tracking_uri=mlflow_server, tensorboard_logdir=logdir)  # fmt: skip
     with DAG(DAG_ID, schedule=None, start_date=datetime(2026, 11, 1)) as dag:
-        NeuronTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="local",
-                               job_args=["--data-uri", data.as_uri(), "--epochs", "1", "--log-every", "10"],
-                               env={"TRAINIUM_RUNTIME": "eager"}, processes_per_node=1)  # fmt: skip
+        TrainiumTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="local",
+                                 job_args=["--data-uri", data.as_uri(), "--epochs", "1", "--log-every", "10"],
+                                 env={"TRAINIUM_RUNTIME": "eager"}, processes_per_node=1)  # fmt: skip
     run = run_dag(dag)
     ti = run.get_task_instance("train")
     assert ti.state == "success"

@@ -160,11 +160,11 @@ class TaskInstanceStandIn:
 
 
 def job_operator(deferrable: bool) -> Any:
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
-    return NeuronJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
-                             instance_type="trn1.2xlarge", execution_timeout=timedelta(hours=1),
-                             deferrable=deferrable, poll_interval=1)  # fmt: skip
+    return TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train", compute="ecs",
+                               instance_type="trn1.2xlarge", execution_timeout=timedelta(hours=1),
+                               deferrable=deferrable, poll_interval=1)  # fmt: skip
 
 
 def test_a_worker_side_wait_resumes_the_log_where_the_trigger_stopped(ecs_world, task_progress, monkeypatch, capfd):

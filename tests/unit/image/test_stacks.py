@@ -9,7 +9,7 @@ import pytest
 from airflow_provider_trainium.image.dockerfile import logical_lines
 from airflow_provider_trainium.image.stacks import DOCKERFILES, dockerfile_for, image_stack_for_build
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, image_stack
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -54,16 +54,16 @@ def test_a_stack_without_an_image_for_the_run_is_refused(stack: str, instance_ty
 
 
 def test_a_native_build_task_builds_docker_native() -> None:
-    task = NeuronImageBuildOperator(task_id="build_image", stack="native", instance_type="trn2.48xlarge")
+    task = TrainiumImageBuildOperator(task_id="build_image", stack="native", instance_type="trn2.48xlarge")
     stack = task.image_stack()
     assert (stack, task.dockerfile_path(stack)) == ("native", "docker/native/Dockerfile")
     assert {"stack", "instance_type", "dockerfile"} <= set(task.template_fields)
 
 
 def test_without_a_stack_the_build_task_builds_the_xla_image_and_a_given_dockerfile_wins() -> None:
-    plain = NeuronImageBuildOperator(task_id="build_image")
+    plain = TrainiumImageBuildOperator(task_id="build_image")
     assert plain.dockerfile_path(plain.image_stack()) == "docker/Dockerfile"
-    custom = NeuronImageBuildOperator(task_id="build_image", stack="native", dockerfile="images/Mine.dockerfile")
+    custom = TrainiumImageBuildOperator(task_id="build_image", stack="native", dockerfile="images/Mine.dockerfile")
     assert custom.dockerfile_path(custom.image_stack()) == "images/Mine.dockerfile"
 
 

@@ -19,7 +19,7 @@ from airflow_provider_trainium.image.user_image import (
     contract_problems,
     pin_reference,
 )
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 from tests.conftest import set_trainium_connection, write_tree
 
 D1 = "sha256:" + "1" * 64
@@ -154,7 +154,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[FakeRegistry
 
 
 def build(user: FakeRegistry, builder: FakeBuilder, context: Path, **kwargs: Any) -> tuple[str, dict[str, Any]]:
-    op = NeuronImageBuildOperator(task_id="user_image", context_dir=str(context), builder=builder, **kwargs)
+    op = TrainiumImageBuildOperator(task_id="user_image", context_dir=str(context), builder=builder, **kwargs)
     op._registry = lambda config, aws, region: user  # type: ignore[method-assign]
     ti = Ti()
     return op.execute({"ti": ti}), ti.xcoms  # type: ignore[arg-type]

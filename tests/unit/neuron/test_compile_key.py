@@ -3,7 +3,7 @@
 from airflow_provider_trainium.neuron.compile_key import cache_key, graph_args, key_inputs, key_record_uri
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.compile import read_key_record, write_key_record
-from airflow_provider_trainium.sensors.compile_cache import NeuronCompileCacheSensor
+from airflow_provider_trainium.sensors.compile_cache import TrainiumCompileCacheSensor
 
 
 def spec(*args: str, **changes) -> JobSpec:
@@ -50,7 +50,7 @@ def test_graph_shapes_layout_flags_and_compiler_change_the_key():
 def test_record_round_trip_and_sensor_poke(tmp_path):
     cache = tmp_path.as_uri() + "/cache"
     assert read_key_record(cache, "abc") is None
-    sensor = NeuronCompileCacheSensor(task_id="wait", compile_cache_uri=cache, cache_key="abc")
+    sensor = TrainiumCompileCacheSensor(task_id="wait", compile_cache_uri=cache, cache_key="abc")
     assert sensor.poke({}).is_done is False
     write_key_record(cache, "abc", {"key": "abc", "metrics": {"xla_compilations": 5}}, None)
     assert key_record_uri(cache, "abc").endswith("/cache/keys/abc.json")

@@ -11,7 +11,7 @@ from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, Jo
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.compile_key import cache_key, key_inputs, native_compiler_version
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
 
 
 def spec(*args: str, **changes) -> JobSpec:
@@ -84,7 +84,7 @@ class Trainium(ComputeBackend):
 
 
 def test_operator_keys_a_local_native_trial_by_torch_and_inductor_and_a_trainium_one_by_image(tmp_path):
-    op = NeuronCompileOperator(task_id="compile", entry_point="trainium_trainer.mnist_mlp.train", job_args=[])
+    op = TrainiumCompileOperator(task_id="compile", entry_point="trainium_trainer.mnist_mlp.train", job_args=[])
     _, local = op.key_for(spec(), LocalBackend(tmp_path))
     assert local["compiler_version"] == native_compiler_version()
     assert local["compile_backend"] == "inductor"  # this machine: torch-xla's plugin at most, no TorchNeuron

@@ -1,4 +1,4 @@
-"""NeuronCompileOperator on a user's program: the command runs unchanged, bounded only as the task asks.
+"""TrainiumCompileOperator on a user's program: the command runs unchanged, bounded only as the task asks.
 
 The project's ``trainer.*`` entry points keep ``--compile-only --max-steps N``; a user's command, script or module
 gets ``trial_steps_arg`` / ``trial_steps_env`` or nothing, under ``neuron_parallel_compile`` on the XLA stack.
@@ -19,7 +19,7 @@ import pytest
 from airflow_provider_trainium.compute.base import JobHandle
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
+from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
 from tests.conftest import set_trainium_connection
 from trainium_trainer.launch import build_command
 
@@ -51,13 +51,13 @@ def on_neuron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def compile_op(**kwargs: Any) -> NeuronCompileOperator:
+def compile_op(**kwargs: Any) -> TrainiumCompileOperator:
     kwargs.setdefault("command", ["python", "train.py"])
     defaults = {"task_id": "compile", "compute": "local", "instance_type": "trn1.32xlarge", "trial_steps": 7}
-    return NeuronCompileOperator(**{**defaults, **kwargs})
+    return TrainiumCompileOperator(**{**defaults, **kwargs})
 
 
-def node_argv(op: NeuronCompileOperator) -> list[str]:
+def node_argv(op: TrainiumCompileOperator) -> list[str]:
     """What node 0 of the trial runs: the launcher's arguments the backend sends, turned into the command."""
     spec = op.prepare({"ti": TaskInstanceStandIn()}).spec
     return build_command(launcher_arguments(spec), {}, python="/image/python")

@@ -1,4 +1,4 @@
-"""NeuronJobOperator's own policy: bad input is not retried, a try's spec is prepared once and carried, and
+"""TrainiumJobOperator's own policy: bad input is not retried, a try's spec is prepared once and carried, and
 both ways of waiting (deferred, in the worker) get the same watch and price the job from what it saw billed."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from airflow_provider_trainium.compute.base import ComputeBackend, JobEvent, JobHandle, JobState, JobStatus
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
-from airflow_provider_trainium.operators.job import NeuronJobOperator, PreparedJob
+from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
+from airflow_provider_trainium.operators.job import PreparedJob, TrainiumJobOperator
 from airflow_provider_trainium.triggers.base import JobWatchTrigger
 from tests.conftest import set_trainium_connection
 
@@ -43,7 +43,7 @@ def context() -> dict[str, Any]:
 def test_exit_code_65_fails_without_retry_and_names_the_cause():
     from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-    op = NeuronJobOperator(task_id="t", entry_point="m")
+    op = TrainiumJobOperator(task_id="t", entry_point="m")
     spec = JobSpec(name="t", entry_point="m")
     bad_input = JobStatus(JobState.FAILED, "node 0 exited with code 65", 65, ("ERROR: --epochs must be > 0",))
     with pytest.raises(AirflowFailException, match=r"(?s)--epochs must be > 0.*bad input: not retried"):
@@ -56,7 +56,7 @@ def test_exit_code_65_fails_without_retry_and_names_the_cause():
 def test_a_job_stopped_over_budget_fails_without_retry():
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    op = NeuronJobOperator(task_id="t", entry_point="m", max_cost_usd=5)
+    op = TrainiumJobOperator(task_id="t", entry_point="m", max_cost_usd=5)
     spec = JobSpec(name="t", entry_point="m")
     reason = (
         "budget exceeded: accrued $5.02 > max_cost_usd $5.00 after 14.0 min; checkpoints under the output URI are kept"
@@ -121,9 +121,9 @@ T0 = 1_800_000_000.0
 RATE = {"TRAINIUM_COST_PER_HOUR_USD": "43"}
 
 
-def watched(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **kwargs: Any) -> tuple[NeuronJobOperator, Any]:
+def watched(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **kwargs: Any) -> tuple[TrainiumJobOperator, Any]:
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
-    op = NeuronJobOperator(task_id="t", entry_point="m", compute="batch", max_cost_usd="12.5", **kwargs)
+    op = TrainiumJobOperator(task_id="t", entry_point="m", compute="batch", max_cost_usd="12.5", **kwargs)
     spec = JobSpec(name="t", entry_point="m", instance_type="trn1.32xlarge", env=RATE, output_uri="s3://b/out")
     op._prepared = PreparedJob("batch", spec, "job", {})
     op._backend = WatchedStandIn()
@@ -169,7 +169,7 @@ def test_a_deferred_jobs_cost_is_what_its_event_carried(monkeypatch, tmp_path):
 
 
 def test_execute_complete_finishes_with_the_spec_prepared_before_deferring():
-    class NeverRebuilds(NeuronJobOperator):
+    class NeverRebuilds(TrainiumJobOperator):
         def build_spec(self, *args: Any) -> JobSpec:
             raise AssertionError("the spec was rebuilt after the deferral")
 
@@ -185,7 +185,7 @@ def test_a_try_prepares_once_and_runs_every_pre_submit_check(tmp_path, monkeypat
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
     seen: list[str] = []
 
-    class Counting(NeuronJobOperator):
+    class Counting(TrainiumJobOperator):
         def build_spec(self, *args: Any) -> JobSpec:
             seen.append("build")
             return super().build_spec(*args)
@@ -202,8 +202,8 @@ def test_a_try_prepares_once_and_runs_every_pre_submit_check(tmp_path, monkeypat
 
 def test_the_compile_operator_builds_its_own_spec_and_leaves_its_fields_alone(tmp_path, monkeypatch):
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
-    op = NeuronCompileOperator(task_id="t", entry_point="trainium_trainer.m", job_args=["--lr", "0.1"], compute="local",
-                               trial_steps=3)  # fmt: skip
+    op = TrainiumCompileOperator(task_id="t", entry_point="trainium_trainer.m", job_args=["--lr", "0.1"],
+                                 compute="local", trial_steps=3)  # fmt: skip
     prepared = op.prepare(context())
     assert prepared.spec.args == ("--lr", "0.1", "--compile-only", "--max-steps", "3")
     assert prepared.spec.env["TRAINIUM_COMPILE_CACHE_URI"] == f"{tmp_path.as_uri()}/compile-cache/d"
@@ -220,8 +220,8 @@ def test_the_compile_trial_is_wrapped_in_neuron_parallel_compile_on_the_xla_stac
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
     # a backend on Neuron hardware wraps the trial (local compute lets torch-xla fill its cache itself)
     monkeypatch.setattr(LocalBackend, "compile_wrapper", lambda self: ("neuron_parallel_compile",))
-    op = NeuronCompileOperator(task_id="t", entry_point="m", compute="local", instance_type="trn2.48xlarge",
-                               stack=stack, trial_steps=2)  # fmt: skip
+    op = TrainiumCompileOperator(task_id="t", entry_point="m", compute="local", instance_type="trn2.48xlarge",
+                                 stack=stack, trial_steps=2)  # fmt: skip
     assert op.prepare(context()).spec.wrapper == wrapper
 
 
@@ -232,8 +232,8 @@ def test_the_compile_trial_is_wrapped_in_neuron_parallel_compile_on_the_xla_stac
 )  # fmt: skip
 def test_stack_auto_is_resolved_by_the_instance_family(tmp_path, monkeypatch, instance_type, stack, resolved):
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri(), prices={"trn3.48xlarge": 50.0})
-    op = NeuronJobOperator(task_id="t", entry_point="m", compute="local", instance_type=instance_type, stack=stack)
-    assert "stack" in NeuronJobOperator.template_fields
+    op = TrainiumJobOperator(task_id="t", entry_point="m", compute="local", instance_type=instance_type, stack=stack)
+    assert "stack" in TrainiumJobOperator.template_fields
     assert op.prepare(context()).spec.stack == resolved
 
 
@@ -251,7 +251,7 @@ def test_a_stack_the_family_cannot_train_fails_before_anything_is_submitted(
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
     submitted: list[str] = []
 
-    class Recording(NeuronJobOperator):
+    class Recording(TrainiumJobOperator):
         def backend_for(self, compute: str) -> ComputeBackend:
             backend = super().backend_for(compute)
             monkeypatch.setattr(backend, "submit", lambda *a, **k: submitted.append("submit"))
@@ -268,7 +268,7 @@ def test_wait_for_completion_false_is_refused_on_local_compute_before_anything_s
 
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
 
-    class NeverAttaches(NeuronJobOperator):
+    class NeverAttaches(TrainiumJobOperator):
         def attach(self, *args: Any) -> Any:
             raise AssertionError("a local job was started to run detached from the worker")
 

@@ -17,7 +17,7 @@ from airflow.sdk import DAG
 
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, NeuronDriverMismatchError, table
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.conftest import set_trainium_connection
 from tests.unit.operators.test_job_native_image import BuildXComs, RegistryHeld
 
@@ -36,8 +36,8 @@ def check(stack: str, instance_type: str, image: str) -> None:
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
         RegistryHeld(task_id="build_image", stack="native", instance_type="trn2.48xlarge", held=NATIVE_IMAGE,
                      held_labels=labels)  # fmt: skip
-        job = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.llama.train",
-                                instance_type=instance_type, stack=stack, image=image)  # fmt: skip
+        job = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.llama.train",
+                                  instance_type=instance_type, stack=stack, image=image)  # fmt: skip
     ti = BuildXComs({("build_image", "return_value"): NATIVE_IMAGE})
     spec = JobSpec(
         name="t", entry_point="trainium_trainer.llama.train", instance_type=instance_type, image=image, stack=stack

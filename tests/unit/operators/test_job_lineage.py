@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.compute.base import JobHandle, JobState, JobStatus
-from airflow_provider_trainium.operators.compile import NeuronCompileOperator
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from airflow_provider_trainium.operators.lineage import RUN_FACET, flag_values, image_details, unique_locations
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 from tests.conftest import set_trainium_connection
 from tests.unit.operators.test_job import context
 
@@ -23,7 +23,7 @@ BASE = "s3://models/llama/versions/2/files"
 ARGS = ["--data-uri", DATA, f"--base-model-uri={BASE}", "--epochs", "1", "--output-uri", "s3://ignored/out"]
 
 
-def finished(op: NeuronJobOperator, ctx: dict[str, Any]) -> Any:
+def finished(op: TrainiumJobOperator, ctx: dict[str, Any]) -> Any:
     """Prepare ``op`` and finish its job as succeeded, as the wait does; returns the task's value."""
     prepared = op.prepare(ctx)
     handle = JobHandle(prepared.compute, "job-42", prepared.job_name, {"started_at": 1_800_000_000.0})
@@ -53,8 +53,8 @@ def connection(tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_a_training_job_reads_its_data_and_base_model_and_writes_its_output_and_checkpoints(connection):
-    op = NeuronTrainingOperator(task_id="t", entry_point="trainium_trainer.mnist_mlp.train", compute="local",
-                                job_args=ARGS, instance_type="trn1.32xlarge", nodes=2, max_cost_usd=2000)  # fmt: skip
+    op = TrainiumTrainingOperator(task_id="t", entry_point="trainium_trainer.mnist_mlp.train", compute="local",
+                                  job_args=ARGS, instance_type="trn1.32xlarge", nodes=2, max_cost_usd=2000)  # fmt: skip
     ctx = context()
     output = finished(op, ctx)
     event = as_json(op.get_openlineage_facets_on_complete(None))
@@ -89,8 +89,8 @@ def test_a_training_job_reads_its_data_and_base_model_and_writes_its_output_and_
 
 
 def test_a_compile_trial_writes_the_cache_it_fills_and_names_its_key(connection):
-    op = NeuronCompileOperator(task_id="compile", entry_point="tests.integration.jobs.report_env", compute="local",
-                               job_args=["--data-uri", DATA], skip_if_cached=False)  # fmt: skip
+    op = TrainiumCompileOperator(task_id="compile", entry_point="tests.integration.jobs.report_env", compute="local",
+                                 job_args=["--data-uri", DATA], skip_if_cached=False)  # fmt: skip
     ctx = context()
     result = finished(op, ctx)
     event = as_json(op.get_openlineage_facets_on_complete(None))
@@ -108,9 +108,9 @@ def test_a_compile_trial_writes_the_cache_it_fills_and_names_its_key(connection)
 def test_a_skipped_compile_trial_only_reads_the_cache(connection):
     job = {"task_id": "compile", "entry_point": "tests.integration.jobs.report_env", "compute": "local",
            "job_args": ["--data-uri", DATA]}  # fmt: skip
-    first = NeuronCompileOperator(**job)
+    first = TrainiumCompileOperator(**job)
     key = finished(first, context())["cache_key"]
-    again = NeuronCompileOperator(**job)
+    again = TrainiumCompileOperator(**job)
     assert again.execute(context())["skipped"] is True
     event = as_json(again.get_openlineage_facets_on_complete(None))
     cache = f"{connection}/compile-cache/d"
@@ -122,8 +122,8 @@ def test_a_skipped_compile_trial_only_reads_the_cache(connection):
 
 def test_a_training_job_that_uses_a_compile_cache_reads_it(connection):
     cache = f"{connection}/compile-cache/shared"
-    op = NeuronTrainingOperator(task_id="t", entry_point="trainium_trainer.mnist_mlp.train", compute="local",
-                                job_args=ARGS, compile_cache_uri=cache)  # fmt: skip
+    op = TrainiumTrainingOperator(task_id="t", entry_point="trainium_trainer.mnist_mlp.train", compute="local",
+                                  job_args=ARGS, compile_cache_uri=cache)  # fmt: skip
     finished(op, context())
     event = as_json(op.get_openlineage_facets_on_complete(None))
     assert ("file", cache.removeprefix("file://")) in [(d["namespace"], d["name"]) for d in event["inputs"]]
@@ -131,21 +131,21 @@ def test_a_training_job_that_uses_a_compile_cache_reads_it(connection):
 
 
 def test_without_the_openlineage_provider_there_is_no_lineage(connection, monkeypatch):
-    op = NeuronJobOperator(task_id="t", entry_point="m", compute="local")
+    op = TrainiumJobOperator(task_id="t", entry_point="m", compute="local")
     finished(op, context())
     monkeypatch.setitem(sys.modules, "airflow.providers.openlineage.extractors", None)  # import raises ImportError
     assert op.get_openlineage_facets_on_complete(None) is None
 
 
 def test_nothing_prepared_gives_empty_lineage():
-    lineage = NeuronJobOperator(task_id="t", entry_point="m").get_openlineage_facets_on_complete(None)
+    lineage = TrainiumJobOperator(task_id="t", entry_point="m").get_openlineage_facets_on_complete(None)
     assert (lineage.inputs, lineage.outputs, lineage.run_facets) == ([], [], {})
 
 
 def test_a_failure_to_build_lineage_is_a_warning_not_an_error(connection):
     from structlog.testing import capture_logs
 
-    class Broken(NeuronJobOperator):
+    class Broken(TrainiumJobOperator):
         def lineage_locations(self, spec: Any) -> tuple[list[str], list[str]]:
             raise RuntimeError("storage said no")
 

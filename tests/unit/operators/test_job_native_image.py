@@ -17,8 +17,8 @@ from airflow.sdk import DAG
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, resolve_stack, table
 from airflow_provider_trainium.neuron.spec import JobSpec
-from airflow_provider_trainium.operators.image import NeuronImageBuildOperator
-from airflow_provider_trainium.operators.job import NeuronJobOperator
+from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 REFERENCE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "b" * 64
 NATIVE = table().image_for("native")
@@ -38,7 +38,7 @@ class BuildXComs:
         return self.xcoms.get((task_ids, key))
 
 
-class RegistryHeld(NeuronImageBuildOperator):
+class RegistryHeld(TrainiumImageBuildOperator):
     """A build task whose image the registry holds under this run's content-hash tag with ``held_labels`` (the
     lookup itself is covered by tests/integration/image): what ``derived_image`` re-derives, never the XCom."""
 
@@ -50,12 +50,12 @@ class RegistryHeld(NeuronImageBuildOperator):
         return self.held, None, self.held_labels
 
 
-def run(labels: dict[str, str] | None) -> tuple[NeuronJobOperator, dict[str, Any]]:
+def run(labels: dict[str, str] | None) -> tuple[TrainiumJobOperator, dict[str, Any]]:
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
         RegistryHeld(task_id="build_image", stack="native", instance_type="trn2.48xlarge", held=REFERENCE,
                      held_labels=labels)  # fmt: skip
-        job = NeuronJobOperator(task_id="train", entry_point="trainium_trainer.llama.train",
-                                instance_type="trn2.48xlarge", stack="native", image=REFERENCE)  # fmt: skip
+        job = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.llama.train",
+                                  instance_type="trn2.48xlarge", stack="native", image=REFERENCE)  # fmt: skip
     ti = BuildXComs({("build_image", "return_value"): REFERENCE, ("build_image", "labels"): {"edited": "xcom"}})
     return job, {"ti": ti}
 

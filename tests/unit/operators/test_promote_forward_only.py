@@ -1,4 +1,4 @@
-"""``PromoteModelAliasOperator(forward_only=True)`` never moves an alias back to an older version; without it,
+"""``TrainiumPromoteModelAliasOperator(forward_only=True)`` never moves an alias back to an older version; without it,
 the same task is a deliberate rollback and moves it. Both through the operator, on a real ``file://`` registry."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.operators.registry import PromoteModelAliasOperator
+from airflow_provider_trainium.operators.registry import TrainiumPromoteModelAliasOperator
 from airflow_provider_trainium.registry import ModelRegistry
 
 
@@ -40,7 +40,7 @@ def two_versions_latest_at_2(root: Path) -> ModelRegistry:
 
 
 def promote(root: Path, version: int, **kwargs: Any) -> dict[str, Any]:
-    op = PromoteModelAliasOperator(
+    op = TrainiumPromoteModelAliasOperator(
         task_id="promote", model_name="m", alias="latest", version=version, artifact_root=root.as_uri(),
         require_evaluation=False, **kwargs,
     )  # fmt: skip

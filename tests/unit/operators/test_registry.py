@@ -6,21 +6,23 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.operators.job import NeuronJobOperator
-from airflow_provider_trainium.operators.registry import RegisterModelOperator
-from airflow_provider_trainium.operators.training import NeuronTrainingOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
+from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 
 
-def pipeline(**register_kwargs) -> RegisterModelOperator:
+def pipeline(**register_kwargs) -> TrainiumRegisterModelOperator:
     with DAG("cost_lineage", schedule=None, start_date=dt.datetime(2026, 1, 1)):
-        prepare = NeuronJobOperator(
+        prepare = TrainiumJobOperator(
             task_id="prepare", entry_point="trainium_trainer.mnist_mlp.prepare", distributed=False
         )
-        train = NeuronTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
-        evaluate = NeuronJobOperator(
+        train = TrainiumTrainingOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
+        evaluate = TrainiumJobOperator(
             task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate", distributed=False
         )
-        register = RegisterModelOperator(task_id="register", model_name="m", source_uri="file:///x", **register_kwargs)
+        register = TrainiumRegisterModelOperator(
+            task_id="register", model_name="m", source_uri="file:///x", **register_kwargs
+        )
         prepare >> train >> evaluate >> register
     return register
 
@@ -35,7 +37,7 @@ def test_a_named_task_wins():
 
 def test_without_a_trainer_the_nearest_job_is_taken():
     with DAG("no_trainer", schedule=None, start_date=dt.datetime(2026, 1, 1)):
-        job = NeuronJobOperator(task_id="job", entry_point="trainium_trainer.allreduce")
-        register = RegisterModelOperator(task_id="register", model_name="m", source_uri="file:///x")
+        job = TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.allreduce")
+        register = TrainiumRegisterModelOperator(task_id="register", model_name="m", source_uri="file:///x")
         job >> register
     assert register.cost_task() == "job"

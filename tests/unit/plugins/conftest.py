@@ -59,7 +59,7 @@ class Rows:
         dag_id: str,
         run_id: str,
         task_id: str = "train",
-        operator: str = "NeuronTrainingOperator",
+        operator: str = "TrainiumTrainingOperator",
         state: str = "success",
         xcoms: dict[str, Any] | None = None,
         rendered: dict[str, Any] | None = None,

@@ -171,13 +171,13 @@ def test_the_derived_location_is_where_the_operator_writes(tmp_path):
     from types import SimpleNamespace
 
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-    from airflow_provider_trainium.operators.job import NeuronJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
     config = TrainiumConfig(artifact_root="s3://bucket/root/")
     for map_index in (-1, 0, 3):
         ti = SimpleNamespace(dag_id="dag", run_id="manual__2026-01-01T00:00:00+00:00", task_id="train",
                              map_index=map_index)  # fmt: skip
-        expected = NeuronJobOperator.task_instance_prefix({"ti": ti}, config, "runs")
+        expected = TrainiumJobOperator.task_instance_prefix({"ti": ti}, config, "runs")
         assert run_output_prefix(config.artifact_root, ti.dag_id, ti.run_id, ti.task_id, map_index) == expected
 
 

@@ -23,7 +23,7 @@ def train(step: int, **fields) -> str:
 
 def registered(rows: Rows, dag_id: str, run_id: str, version: int) -> None:
     rows.task(dag_id, run_id, xcoms={"metrics": {"accuracy": 0.9}})
-    rows.task(dag_id, run_id, task_id="register", operator="RegisterModelOperator",
+    rows.task(dag_id, run_id, task_id="register", operator="TrainiumRegisterModelOperator",
               xcoms={"return_value": {"name": "m", "version": version, "uri": "file:///m"}})  # fmt: skip
 
 

@@ -47,7 +47,7 @@ def training(rows: Rows, dag_id: str, run_id: str, model: str, version: int, **k
     """A finished training task and the register task that registered ``model`` ``version`` from it."""
     rows.task(dag_id, run_id, xcoms={"return_value": f"file:///nowhere/{run_id}", "metrics": {"accuracy": 0.9},
                                      "trainium_cost": {"usd": 1.5}, **kwargs})  # fmt: skip
-    rows.task(dag_id, run_id, task_id="register", operator="RegisterModelOperator",
+    rows.task(dag_id, run_id, task_id="register", operator="TrainiumRegisterModelOperator",
               xcoms={"return_value": {"name": model, "version": version, "uri": "file:///m"}})  # fmt: skip
 
 

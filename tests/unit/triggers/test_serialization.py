@@ -24,7 +24,7 @@ from airflow_provider_trainium.get_provider_info import get_provider_info
 from airflow_provider_trainium.triggers.base import JobWatchTrigger
 from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
-from airflow_provider_trainium.triggers.registry import RegisteredModelTrigger
+from airflow_provider_trainium.triggers.registry import TrainiumRegisteredModelTrigger
 
 BUDGET = {"max_cost_usd": 120.5, "cost_per_hour_usd": 21.5}
 
@@ -63,7 +63,7 @@ WATCHES: dict[type[JobWatchTrigger], dict[str, Any]] = {
 }
 #: Triggers that are not a watch loop's shell: every constructor argument, none at its default.
 OTHERS: dict[type[BaseTrigger], dict[str, Any]] = {
-    RegisteredModelTrigger: {
+    TrainiumRegisteredModelTrigger: {
         "model_name": "mnist-mlp",
         "artifact_root": "s3://bucket/trainium",
         "conn_id": "aws_trn",
