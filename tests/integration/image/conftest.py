@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -199,9 +200,14 @@ def run_container(image: Image, command: list[str], env: dict[str, str]) -> list
 
     argv = docker_argv(image.config.get("Entrypoint") or [], image.config.get("Cmd") or [], command)
     flags = [f"--env={k}={v}" for k, v in {**env, "TRAINIUM_LAUNCH_DRY_RUN": "1"}.items()]
-    done = image.buildah("run", "--isolation", "chroot", *flags, image.container, "--", *argv, check=False)
+    # The launcher's stdout goes to a file in the container, read back through the container's mount: on a loaded
+    # host `buildah run` with chroot isolation has returned 0 with the process's stdout lost.
+    out = f"/tmp/launch-{uuid.uuid4().hex}.json"
+    done = image.buildah("run", "--isolation", "chroot", *flags, image.container, "--",
+                         "/bin/sh", "-c", f'exec "$@" > {out}', "sh", *argv, check=False)  # fmt: skip
     assert done.returncode == 0, f"{argv} exited {done.returncode} in the image:\n{done.stderr[-3000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    root = Path(image.buildah("mount", image.container).stdout.strip())
+    return json.loads((root / out.lstrip("/")).read_text().strip().splitlines()[-1])
 
 
 def names_values(items: list[dict[str, str]]) -> dict[str, str]:
