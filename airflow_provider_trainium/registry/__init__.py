@@ -10,15 +10,15 @@ _EXPORTS = {
     "InvalidNameError": "errors",
     "ModelRef": "names",
     "parse_ref": "names",
-    "AliasState": "registry",
+    "AliasState": "records",
     "IntegrityError": "errors",
     "ModelRegistry": "registry",
-    "ModelVersion": "registry",
+    "ModelVersion": "records",
     "NotFoundError": "errors",
-    "RegisterResult": "registry",
+    "RegisterResult": "records",
     "RegistryError": "errors",
     "SourceChangedError": "errors",
-    "VerifyReport": "registry",
+    "VerifyReport": "records",
 }
 
 

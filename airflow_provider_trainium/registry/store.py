@@ -27,6 +27,8 @@ from airflow.sdk import ObjectStoragePath
 from airflow_provider_trainium import artifacts
 
 SCHEMES = artifacts.SCHEMES
+#: How often a writer that lost a race (an exclusive create, a swap) tries again before giving up as contention.
+MAX_ATTEMPTS = 100
 
 
 def open_root(uri: str, conn_id: str | None = None) -> ObjectStoragePath:
@@ -62,6 +64,12 @@ def read_json(path: ObjectStoragePath) -> Any | None:
 
 def dump_json(value: Any) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode()
+
+
+def jsonable(value: Any) -> Any:
+    """Caller-given values (params, who moved an alias) as JSON: round-trip through json (dates and other
+    objects become strings), so what is stored is what a reader gets back."""
+    return json.loads(json.dumps(dict(value) if hasattr(value, "keys") else value, default=str))
 
 
 @contextlib.contextmanager

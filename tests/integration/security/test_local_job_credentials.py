@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
-from airflow_provider_trainium.hooks.aws_env import (
+from airflow_provider_trainium.compute.local.job_credentials import (
     UnscopableCredentialsError,
     job_session_policy,
     scoped_job_environment,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.providers.amazon.aws.hooks.secrets_manager import SecretsManagerHook
 
-from airflow_provider_trainium.hooks.job_secrets import read_reference
+from airflow_provider_trainium.compute.local.job_secrets import read_reference
 
 SM_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token-AbCdEf"
 
@@ -36,7 +36,7 @@ def test_a_masked_value_is_hidden_by_cores_masker_too():
     """In-process runs (a DAG tested in this process, a worker with core) log through core's own masker."""
     from airflow._shared.secrets_masker import redact
 
-    from airflow_provider_trainium.hooks.job_secrets import mask
+    from airflow_provider_trainium.compute.local.job_secrets import mask
 
     mask("tr41n1um-s3cret-value")
     assert "tr41n1um-s3cret-value" not in str(redact("token=tr41n1um-s3cret-value"))
