@@ -1,10 +1,10 @@
 """OpenLineage for the job operators: what a job read, what it wrote, and what ran it.
 
-The operators describe a finished try as a plain ``JobLineage`` (no OpenLineage import), and ``operator_lineage``
-turns it into the provider's ``OperatorLineage`` only when the ``[openlineage]`` extra is installed. The
-OpenLineage client is imported here at run time only, and this module only from inside the operators' lineage
-methods, so parsing a DAG never loads it. Lineage is information: whatever goes wrong while building it is a
-warning in the task log, never the task's failure.
+The operators describe a finished try as a plain ``JobLineage`` (``describe_job``; no OpenLineage import), and
+``operator_lineage`` turns it into the provider's ``OperatorLineage`` only when the ``[openlineage]`` extra is
+installed. The OpenLineage client is imported here at run time only, and this module only from inside the
+operators' lineage methods, so parsing a DAG never loads it. Lineage is information: whatever goes wrong while
+building it is a warning in the task log, never the task's failure.
 """
 
 from __future__ import annotations
@@ -12,9 +12,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.registry.assets import openlineage_id
+from trainium_trainer import boundary
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.compute.base import JobHandle
+    from airflow_provider_trainium.neuron.spec import JobSpec
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
+    from airflow_provider_trainium.operators.job_spec import PreparedJob
 
 #: The run facet's key in an event's ``run.facets``.
 RUN_FACET = "trainiumJob"
@@ -94,6 +101,57 @@ class JobLineage:
     layout: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] | None = None
     compile_cache: dict[str, Any] | None = None
+
+
+def job_locations(spec: JobSpec) -> tuple[list[str], list[str]]:
+    """What a job read (the data and models its arguments name, the compile cache it starts from) and what it wrote
+    (its output folder and checkpoints, which the registry's lineage names as its inputs)."""
+    cache = spec.env.get(boundary.ENV_COMPILE_CACHE_URI)
+    return [*flag_values(spec.args), *([cache] if cache else [])], [str(spec.output_uri), spec.checkpoint_uri or ""]
+
+
+def compile_cache_details(spec: JobSpec) -> dict[str, Any] | None:
+    """The compile cache's part of the run facet: the cache the job started from, if any."""
+    cache = spec.env.get(boundary.ENV_COMPILE_CACHE_URI)
+    return {"uri": cache} if cache else None
+
+
+def describe_job(
+    operator: TrainiumJobOperator,
+    prepared: PreparedJob | None,
+    handle: JobHandle | None,
+    cost: Mapping[str, Any] | None,
+) -> JobLineage | None:
+    """``operator``'s try as a ``JobLineage``, from what its ``prepare`` and wait kept: the job it prepared, the
+    handle of the job it ran and its cost record (None: nothing was prepared, e.g. bad input failed the task first).
+    The operator's ``lineage_locations`` and ``lineage_compile_cache`` say what the job read and wrote."""
+    if prepared is None:
+        return None
+    spec = prepared.spec
+    backend = operator.backend_for(prepared.compute)
+    inputs, outputs = operator.lineage_locations(spec)
+    layout = {
+        "instanceType": spec.instance_type,
+        "nodes": spec.nodes,
+        "processesPerNode": spec.nproc_per_node,
+        "neuronCoresPerNode": spec.instance.neuron_cores,
+        "worldSize": spec.world_size,
+        "tensorParallelSize": spec.tensor_parallel_size,
+        "stack": spec.stack,
+        "workload": spec.workload,
+        "distributed": spec.distributed,
+    }
+    return JobLineage(
+        inputs=unique_locations(inputs),
+        outputs=unique_locations(outputs),
+        compute=prepared.compute,
+        job_name=prepared.job_name,
+        job_id=handle.job_id if handle is not None else None,
+        image=image_details(spec.image, backend.runs_image),
+        layout=layout,
+        cost=cost_details(cost, operator.max_cost_usd),
+        compile_cache=operator.lineage_compile_cache(spec),
+    )
 
 
 try:

@@ -1,4 +1,5 @@
-"""A job that runs the native image its DAG run built is judged as native: its stack, its runtime, its driver.
+"""A job that runs the native image its DAG run built is judged as native: its stack here, its runtime and driver
+in test_job_checks.
 
 A bare ``repository@sha256:...`` says nothing of the stack, and the release table takes it for the XLA image; the
 build task's labels (pushed as XCom ``labels``) say what it is.
@@ -8,15 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from airflow.sdk import DAG
 
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, resolve_stack, table
-from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
@@ -69,18 +66,3 @@ def test_the_run_built_images_labels_reach_the_job() -> None:
     assert job.image_labels(context, REFERENCE) == native_labels()
     assert job.image_labels(context, "other.example/trainium@sha256:" + "c" * 64) is None
     assert resolve_stack("auto", "trn2.48xlarge", REFERENCE, job.image_labels(context, REFERENCE)) == "native"
-
-
-@pytest.mark.parametrize("labelled", [True, False])
-def test_the_native_jobs_image_and_driver_checks_read_the_built_images_labels(labelled: bool) -> None:
-    job, context = run(native_labels() if labelled else None)
-    job._config = TrainiumConfig(neuron_driver_versions={"trn2.48xlarge": NATIVE.driver})
-    spec = JobSpec(name="t", entry_point="trainium_trainer.llama.train", instance_type="trn2.48xlarge", image=REFERENCE,
-                   stack="native")  # fmt: skip
-    prepared = SimpleNamespace(spec=spec)
-    backend = SimpleNamespace(runs_image=True)
-    if labelled:
-        job.check_neuron_driver(context, prepared, backend)  # type: ignore[arg-type]
-    else:  # without them the image passes for the XLA one and the native job is refused
-        with pytest.raises(ValueError, match="stack 'native' needs an image of that stack"):
-            job.check_neuron_driver(context, prepared, backend)  # type: ignore[arg-type]

@@ -1,25 +1,37 @@
-"""Each job is checked against the Neuron driver of its own instance type's hosts.
+"""The checks a prepared job passes before anything is found or submitted (``operators.job_checks``).
 
-The XLA image (Neuron 2.28.0, runtime 2.30) and the native image (Neuron 2.33.0, runtime 2.35) need drivers that
-do not overlap, so the Trn1 and Trn2/Trn3 hosts pin different ones and the connection records one per instance
-type (``neuron_driver_versions``). A connection written before that holds one ``neuron_driver_version`` for every
-job, and still means what it meant.
+Each job is checked against the Neuron driver of its own instance type's hosts. The XLA image (Neuron 2.28.0,
+runtime 2.30) and the native image (Neuron 2.33.0, runtime 2.35) need drivers that do not overlap, so the Trn1 and
+Trn2/Trn3 hosts pin different ones and the connection records one per instance type (``neuron_driver_versions``).
+A connection written before that holds one ``neuron_driver_version`` for every job, and still means what it meant.
+A native image this DAG run built is judged by its build task's labels, and the budget check holds a job to the
+DAG author's ceiling.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from contextlib import nullcontext
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from airflow.sdk import DAG
 
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.neuron.budget import OverBudgetError
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, NeuronDriverMismatchError, table
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.job_checks import (
+    check_budget,
+    check_neuron_driver,
+    check_on_backend,
+    check_trusted_image,
+)
+from airflow_provider_trainium.params import budget_params
 from tests.conftest import set_trainium_connection
-from tests.unit.operators.test_job_native_image import BuildXComs, RegistryHeld
+from tests.unit.operators.test_job_native_image import REFERENCE, BuildXComs, RegistryHeld, native_labels, run
 
 XLA = table().image_for("xla")
 NATIVE = table().image_for("native")
@@ -29,9 +41,17 @@ NATIVE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" +
 PER_TYPE = {"trn1.32xlarge": XLA.driver, "trn2.48xlarge": NATIVE.driver}
 
 
+def test_every_try_runs_the_budget_trust_driver_and_backend_checks_in_that_order() -> None:
+    """What ``prepare`` runs before anything is found or submitted (a subclass appends its own after these)."""
+    job = TrainiumJobOperator(task_id="train", entry_point="m")
+    bound = [(check.func, check.args) for check in job.pre_submit_checks()]  # type: ignore[attr-defined]
+    expected = (check_budget, check_trusted_image, check_neuron_driver, check_on_backend)
+    assert bound == [(check, (job,)) for check in expected]
+
+
 def check(stack: str, instance_type: str, image: str) -> None:
-    """The operator's driver check for one job, reading the ``trainium_default`` connection as a task does; the
-    native image is the one this DAG run built (its build task's labels name its release)."""
+    """The driver check of one job, reading the ``trainium_default`` connection as a task does; the native image is
+    the one this DAG run built (its build task's labels name its release)."""
     labels = {RUNTIME_LABEL: NATIVE.runtime, SDK_LABEL: NATIVE.version}
     with DAG("d", schedule=None, start_date=datetime(2026, 1, 1)):
         RegistryHeld(task_id="build_image", stack="native", instance_type="trn2.48xlarge", held=NATIVE_IMAGE,
@@ -43,7 +63,7 @@ def check(stack: str, instance_type: str, image: str) -> None:
         name="t", entry_point="trainium_trainer.llama.train", instance_type=instance_type, image=image, stack=stack
     )
     context: dict[str, Any] = {"ti": ti}
-    job.check_neuron_driver(context, SimpleNamespace(spec=spec), SimpleNamespace(runs_image=True))  # type: ignore[arg-type]
+    check_neuron_driver(job, context, SimpleNamespace(spec=spec), SimpleNamespace(runs_image=True))  # type: ignore[arg-type]
 
 
 def test_both_stacks_pass_on_the_hosts_of_their_own_instance_type(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,3 +115,32 @@ def test_a_type_with_no_driver_anywhere_is_a_warning(monkeypatch, capfd) -> None
     logged = capfd.readouterr()
     assert "does not say which Neuron driver" in logged.out + logged.err
     assert NATIVE.runtime in logged.out + logged.err
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_the_native_jobs_image_and_driver_checks_read_the_built_images_labels(labelled: bool) -> None:
+    job, context = run(native_labels() if labelled else None)
+    job._config = TrainiumConfig(neuron_driver_versions={"trn2.48xlarge": NATIVE.driver})
+    spec = JobSpec(name="t", entry_point="trainium_trainer.llama.train", instance_type="trn2.48xlarge", image=REFERENCE,
+                   stack="native")  # fmt: skip
+    prepared = SimpleNamespace(spec=spec)
+    backend = SimpleNamespace(runs_image=True)
+    if labelled:
+        check_neuron_driver(job, context, prepared, backend)  # type: ignore[arg-type]
+    else:  # without them the image passes for the XLA one and the native job is refused
+        with pytest.raises(ValueError, match="stack 'native' needs an image of that stack"):
+            check_neuron_driver(job, context, prepared, backend)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("ceiling", "refused"), [(50, False), (25, True)])
+def test_the_dags_ceiling_becomes_the_budget_the_watch_reads_and_refuses_a_worst_case_above_it(ceiling, refused):
+    """Two trn1.32xlarge nodes for the job's hour cost at most $43: within a $50 ceiling, above a $25 one. A task
+    that set no budget runs under the ceiling, which the operator keeps for the watch's mid-run stop."""
+    with DAG(f"ceiling_{ceiling}", schedule=None, params=budget_params(ceiling_usd=ceiling)) as dag:
+        job = TrainiumJobOperator(task_id="train", entry_point="m", execution_timeout=timedelta(hours=1))
+    job._config = TrainiumConfig()
+    spec = JobSpec(name="t", entry_point="m", instance_type="trn1.32xlarge", nodes=2, timeout_seconds=3600)
+    expected = pytest.raises(OverBudgetError, match=r"worst case \$43\.00 exceeds max_cost_usd \$25\.00")
+    with expected if refused else nullcontext():
+        check_budget(job, {"dag": dag}, SimpleNamespace(spec=spec), None)  # type: ignore[arg-type]
+    assert job.max_cost_usd == float(ceiling)

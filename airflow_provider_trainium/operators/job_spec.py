@@ -1,0 +1,244 @@
+"""What one try of a job task runs: the connection's settings, the backend, the validated ``JobSpec``, its name.
+
+``JobSpecMixin`` turns the operator's (rendered) settings into the spec; its methods are the hooks a subclass
+overrides to change what runs (``job_arguments``, ``wrapper``, ``cache_uri``, ``code_uri``, ``build_spec``), so the
+operator itself (``operators.job``) only sequences the try. ``PreparedJob`` is what the try decided, carried
+through a deferral so it is never rebuilt.
+
+Nothing here imports ``compute/``, the image build or the Neuron release table at module level: a DAG file that
+declares a job task loads this module, and each of those is imported by the method that needs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_trainium.hooks.trainium import TrainiumConfig, TrainiumHook
+from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
+from airflow_provider_trainium.operators.defaults import wait_options
+from trainium_trainer import boundary
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_trainium.compute.base import ComputeBackend
+
+DEFAULT_TIMEOUT = timedelta(hours=24)
+
+
+def _int(value: Any, field: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise JobSpecError([f"{field} must be an integer, got {value!r}"]) from None
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """What one try runs, decided once: the resolved backend name, the validated spec, the job's name and tags.
+
+    It travels through a deferral in the ``execute_complete`` kwargs, so the try never rebuilds it.
+    """
+
+    compute: str
+    spec: JobSpec
+    job_name: str
+    tags: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"compute": self.compute, "spec": self.spec.to_dict(), "job_name": self.job_name, "tags": self.tags}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PreparedJob:
+        return cls(data["compute"], JobSpec.from_dict(data["spec"]), data["job_name"], dict(data["tags"]))
+
+    @classmethod
+    def for_task(cls, compute: str, spec: JobSpec, ti: Any) -> PreparedJob:
+        """The job of task instance ``ti``: named and tagged from it (``compute.naming``), so a retry finds it."""
+        from airflow_provider_trainium.compute import naming
+
+        map_index = ti.map_index if ti.map_index is not None else -1
+        return cls(
+            compute,
+            spec,
+            naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index),
+            naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index),
+        )
+
+
+class JobSpecMixin:
+    """The part of ``TrainiumJobOperator`` that decides what a try runs and where, from the task's settings."""
+
+    if TYPE_CHECKING:  # the settings TrainiumJobOperator.__init__ sets, and what BaseOperator gives it
+        entry_point: str
+        command: list[str]
+        code_dir: str | None
+        secrets: dict[str, str]
+        all_nodes_outputs: bool
+        job_args: list[str]
+        env: dict[str, str]
+        instance_type: str
+        nodes: int | str
+        processes_per_node: int | str | None
+        tensor_parallel_size: int
+        distributed: bool
+        workload: str
+        stack: str
+        image: str | None
+        output_uri: str | None
+        checkpoint_uri: str | None
+        compile_cache_uri: str | None
+        capacity_reservation: str | None
+        trainium_conn_id: str
+        poll_interval: float | None
+        log_interval: float | None
+        placement_timeout: float | None
+        local_max_processes_per_node: int
+        execution_timeout: timedelta | None
+        dag: Any
+        _config: TrainiumConfig | None
+        _node_count: int | None
+        _backend: ComputeBackend | None
+
+        def has_dag(self) -> bool: ...
+
+    # -- the connection and the backend -------------------------------------------------------------
+    def config(self) -> TrainiumConfig:
+        if self._config is None:
+            self._config = TrainiumHook(self.trainium_conn_id).get_config()
+        return self._config
+
+    def backend_for(self, compute: str) -> ComputeBackend:
+        """The backend this try runs on (built once; the operator's settings go in as options)."""
+        if self._backend is None or self._backend.name != compute:
+            from airflow_provider_trainium.compute.backends import build_backend
+
+            self._backend = build_backend(compute, self.config(), self.backend_options())
+        return self._backend
+
+    def backend_options(self) -> dict[str, Any]:
+        """The operator's settings a backend may take (each backend reads the ones it knows)."""
+        wait = wait_options(self.poll_interval, self.log_interval, self.placement_timeout)
+        return {"local_max_processes_per_node": self.local_max_processes_per_node, **wait}
+
+    # -- what to run --------------------------------------------------------------------------------
+    def job_timeout(self) -> timedelta:
+        return self.execution_timeout or DEFAULT_TIMEOUT
+
+    @staticmethod
+    def task_instance_prefix(context: Context, config: TrainiumConfig, kind: str) -> str:
+        """``<artifact_root>/<kind>/<dag_id>/<run>/<task_id>[/<map_index>]``: one task instance's place."""
+        from airflow_provider_trainium.compute import naming
+
+        ti = context["ti"]
+        parts = [config.artifact_root.rstrip("/"), kind, ti.dag_id, naming.run_key(ti.run_id), ti.task_id]
+        if ti.map_index is not None and ti.map_index >= 0:
+            parts.append(str(ti.map_index))
+        return "/".join(parts)
+
+    def run_prefix(self, context: Context, config: TrainiumConfig) -> str:
+        return self.task_instance_prefix(context, config, "runs")
+
+    def job_arguments(self) -> list[str]:
+        """The entry point's arguments (a compile trial adds its own)."""
+        return [str(a) for a in self.job_args]
+
+    def cache_uri(self, context: Context, config: TrainiumConfig) -> str | None:
+        """The persistent compilation cache the job uses, if any."""
+        return self.compile_cache_uri or None
+
+    def extra_env(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> dict[str, str]:
+        from airflow_provider_trainium.neuron.inputs import allowed_prefixes, prefixes_env
+
+        # the trainer checks its inputs again against these prefixes
+        env: dict[str, str] = prefixes_env(allowed_prefixes(config.artifact_root, config.allowed_input_prefixes))
+        cache = self.cache_uri(context, config)
+        if cache:
+            env[boundary.ENV_COMPILE_CACHE_URI] = cache
+        env.update(backend.job_environment(cache))
+        return env
+
+    def wrapper(self, backend: ComputeBackend) -> tuple[str, ...]:
+        return ()
+
+    def user_env_problems(self) -> list[str]:
+        """The task's own ``env`` by the rule for a task's names (no ``AWS_*``: credentials come by role or secret)."""
+        from airflow_provider_trainium.neuron.spec import env_name_problem
+
+        return [p for p in (env_name_problem(str(name), user=True) for name in self.env) if p]
+
+    def code_uri(self, context: Context, config: TrainiumConfig) -> str | None:
+        """The job's code bundle: ``code_dir`` uploaded by content hash (nothing to ship: None)."""
+        if not self.code_dir:
+            return None
+        from airflow_provider_trainium.code_bundle import upload_bundle
+
+        return upload_bundle(self.code_dir, config.artifact_root, config.aws_conn_id)
+
+    def default_checkpoint_uri(self, context: Context, config: TrainiumConfig) -> str:
+        """A user's job keeps checkpoints per task instance, so every retry and rerun of it resumes them."""
+        return self.task_instance_prefix(context, config, "checkpoints")
+
+    def image_labels(self, context: Context, image: str | None) -> dict[str, str] | None:
+        """The labels of ``image`` when a build task of this run built it (they name its Neuron release and so its
+        stack), else None."""
+        if not image:
+            return None
+        from airflow_provider_trainium.image.run_images import built_image_labels
+
+        return built_image_labels(context, self.dag if self.has_dag() else None, image)
+
+    def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
+        from airflow_provider_trainium.compute import naming
+        from airflow_provider_trainium.neuron.releases import resolve_stack
+
+        problems = self.user_env_problems()
+        if problems:
+            raise JobSpecError(problems)
+
+        # the release table's rule, before all else; an image-running backend's image carries its own stack
+        image = (self.image or config.image) if backend.runs_image else None
+        stack = resolve_stack(str(self.stack), str(self.instance_type), image, self.image_labels(context, image))
+        prefix = self.run_prefix(context, config)
+        ti = context["ti"]
+        spec = JobSpec(
+            name=naming.safe_part(f"{ti.dag_id}-{ti.task_id}", 100),
+            entry_point=self.entry_point,
+            args=tuple(self.job_arguments()),
+            env={**self.extra_env(context, config, backend), **{k: str(v) for k, v in self.env.items()}},
+            instance_type=str(self.instance_type),
+            nodes=self._nodes(),
+            processes_per_node=None
+            if self.processes_per_node in (None, "", "None")
+            else _int(self.processes_per_node, "processes_per_node"),
+            tensor_parallel_size=_int(self.tensor_parallel_size, "tensor_parallel_size"),
+            distributed=self.distributed,
+            workload=self.workload,  # type: ignore[arg-type]
+            image=self.image or config.image,
+            timeout_seconds=int(self.job_timeout().total_seconds()),
+            checkpoint_uri=self.checkpoint_uri,
+            output_uri=self.output_uri or prefix,
+            wrapper=self.wrapper(backend),
+            stack=stack,
+            command=tuple(self.command),
+            secrets=dict(self.secrets),
+            all_nodes_outputs=bool(self.all_nodes_outputs),
+            capacity_reservation=str(self.capacity_reservation or "").strip() or None,
+        )
+        if spec.runs_user_code:
+            spec = spec.with_changes(
+                checkpoint_uri=spec.checkpoint_uri or self.default_checkpoint_uri(context, config),
+                code_uri=self.code_uri(context, config),
+            )
+        from airflow_provider_trainium.compute.cost import with_cost_environment
+        from airflow_provider_trainium.neuron.pricing import prices_for
+
+        return with_cost_environment(spec, backend.name, prices_for(config)).validate()
+
+    def _nodes(self) -> int:
+        """``nodes`` (templated: it may arrive as a string) as an int, converted once per try."""
+        if self._node_count is None:
+            self._node_count = _int(self.nodes, "nodes")
+        return self._node_count

@@ -1,0 +1,167 @@
+"""Waiting for a job: not at all, in the worker, or in the triggerer, with the same watch either way.
+
+``TrainiumJobOperator.execute`` chooses the way; ``JobWaitMixin`` holds each: ``submit_only`` returns the job id
+at once (a ``TrainiumJobSensor`` waits later), ``ResumableJobMixin``'s hooks wait in the worker (the job id
+survives a worker crash in ``task_state_store``), and ``execute_complete`` resumes the task with the trigger's
+event. Both waits get the same budget (``compute.budget.watch_budget``: the mid-run stop) and the same CloudWatch
+log cursor, a file under the job's output folder that keeps how far the log was read, so a restarted triggerer or
+worker resumes it; on a watched backend both run its one watch loop, whose last status carries what the platform
+billed, which the cost record then reads. Both end in the operator's ``finish``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_trainium.operators.job_spec import PreparedJob
+
+if TYPE_CHECKING:
+    import logging
+
+    from airflow.sdk import Context
+
+    from airflow_provider_trainium.compute.attach import Attached
+    from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus, LogSink
+    from airflow_provider_trainium.neuron.spec import JobSpec
+
+#: The worker-side wait's result before ``poll_until_complete`` has one: for a job an earlier try already finished,
+#: ``get_job_result`` asks ``on_success`` instead.
+NO_RESULT: Any = object()
+
+
+def log_cursor(prepared: PreparedJob, handle: JobHandle) -> str | None:
+    """Where the wait keeps how far it read the job's log, so a restarted triggerer or worker resumes it."""
+    from airflow_provider_trainium.compute.cloudwatch import cursor_uri
+
+    return cursor_uri(prepared.spec.output_uri, handle.job_id)
+
+
+def job_trigger(
+    backend: ComputeBackend, prepared: PreparedJob, handle: JobHandle, timeout: timedelta, max_cost_usd: Any
+) -> Any:
+    """The trigger that waits for the job in the triggerer; it stops the job itself at ``timeout`` from now."""
+    from airflow_provider_trainium.compute.budget import watch_budget
+
+    deadline = time.time() + timeout.total_seconds()
+    budget = watch_budget(max_cost_usd, prepared.spec)
+    return backend.trigger(handle, deadline, budget, log_cursor(prepared, handle))
+
+
+def wait_in_worker(
+    backend: ComputeBackend,
+    prepared: PreparedJob,
+    handle: JobHandle,
+    timeout: timedelta,
+    max_cost_usd: Any,
+    log: LogSink,
+) -> JobStatus:
+    """The job's end, waited for in this process (a job that has already ended is not watched again)."""
+    from airflow_provider_trainium.compute.budget import watch_budget
+
+    status = backend.status(handle)
+    if not status.state.terminal:
+        from airflow_provider_trainium.compute.watch import wait_for
+
+        budget = watch_budget(max_cost_usd, prepared.spec)
+        status = wait_for(backend, handle, log, timeout.total_seconds(), budget, log_cursor(prepared, handle))
+    return status
+
+
+def status_after_trigger(
+    backend: ComputeBackend, event: dict[str, Any], prepared: PreparedJob, handle: JobHandle, log: LogSink
+) -> JobStatus:
+    """The job's end as the trigger's ``event`` says it, once the log's tail past the cursor is in the task log:
+    the trigger leaves that tail to the worker, since a finishing trigger's last lines can miss the task log."""
+    from airflow_provider_trainium.compute.watch import drain_logs
+
+    return drain_logs(backend, event, log, log_cursor(prepared, handle))
+
+
+class JobWaitMixin:
+    """The part of ``TrainiumJobOperator`` that waits for the job its try attached to, and hands its end to
+    ``finish``."""
+
+    if TYPE_CHECKING:  # what TrainiumJobOperator (and BaseOperator) give it
+        max_cost_usd: float | str | None
+        log: logging.Logger
+        _prepared: PreparedJob | None
+        _result: Any
+
+        def prepare(self, context: Context) -> PreparedJob: ...
+        def backend_for(self, compute: str) -> ComputeBackend: ...
+        def job_timeout(self) -> timedelta: ...
+        def attach(self, context: Context, prepared: PreparedJob) -> Attached: ...
+        def remember(self, context: Context, handle: JobHandle, log_streams: dict[str, str] | None = None) -> None: ...
+        def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any: ...
+        def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any: ...
+
+    # -- not at all -------------------------------------------------------------------------------------
+    def submit_only(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> str:
+        """``wait_for_completion=False``: the job an earlier try started, else a new one; its id is the result
+        (the handle is the ``job`` XCom, where ``TrainiumJobSensor`` checks it against the task's own job)."""
+        if not backend.defers:
+            from airflow.providers.common.compat.sdk import AirflowFailException
+
+            raise AirflowFailException(
+                f"wait_for_completion=False needs a remote backend; {prepared.compute} compute runs the job in this "
+                "task's own processes"
+            )
+        attached = self.attach(context, prepared)
+        self.log.info("job %s submitted; a TrainiumJobSensor waits for it", attached.handle.job_id)
+        return attached.handle.job_id
+
+    # -- in the worker (ResumableJobMixin's hooks) --------------------------------------------------------
+    def submit_job(self, context: Context) -> Any:
+        return self.attach(context, self.prepare(context)).handle.to_dict()
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        from airflow_provider_trainium.compute.base import JobHandle
+
+        backend = self.backend_for(self.prepare(context).compute)
+        return backend.status(JobHandle.from_dict(external_id)).state.value
+
+    def is_job_active(self, status: str) -> bool:
+        from airflow_provider_trainium.compute.base import JobState
+
+        return not JobState(status).terminal
+
+    def is_job_succeeded(self, status: str) -> bool:
+        from airflow_provider_trainium.compute.base import JobState
+
+        return JobState(status) is JobState.SUCCEEDED
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> Any:
+        from airflow_provider_trainium.compute.base import JobHandle
+
+        prepared = self.prepare(context)
+        backend = self.backend_for(prepared.compute)
+        handle = JobHandle.from_dict(external_id)
+        self.remember(context, handle)
+        status = wait_in_worker(backend, prepared, handle, self.job_timeout(), self.max_cost_usd, self.log.info)
+        self._result = self.finish(context, prepared.spec, handle, status)
+        return self._result
+
+    def get_job_result(self, external_id: Any, context: Context) -> Any:
+        if self._result is not NO_RESULT:
+            return self._result
+        from airflow_provider_trainium.compute.base import JobHandle
+
+        prepared = self.prepare(context)
+        handle = JobHandle.from_dict(external_id)
+        self.remember(context, handle)
+        return self.on_success(context, prepared.spec, handle)
+
+    # -- in the triggerer ---------------------------------------------------------------------------------
+    def execute_complete(self, context: Context, event: dict[str, Any], prepared: dict[str, Any] | None = None) -> Any:
+        """After the trigger: the job spec prepared before deferring, not a rebuilt one."""
+        from airflow_provider_trainium.compute.base import JobHandle
+
+        if prepared is not None:
+            self._prepared = PreparedJob.from_dict(prepared)
+        job = self.prepare(context)  # only a deferral from before prepared jobs were carried rebuilds it
+        handle = JobHandle.from_dict(event["handle"])
+        self.remember(context, handle, event.get("log_streams"))  # pre_execute reset the link record
+        status = status_after_trigger(self.backend_for(job.compute), event, job, handle, self.log.info)
+        return self.finish(context, job.spec, handle, status)
