@@ -1,0 +1,58 @@
+"""The templates a DAG file declares: the plan's values, the shared DAG arguments, the job layout, and another
+task's output re-derived from the run's identity (an XCom that disagrees fails the task naming both)."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk import DAG
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_trainium.dag_kit import templates
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from tests.unit.dag_kit.conftest import RUN_ID, RunTI
+
+
+def test_planned_reads_the_plan_task_return_value() -> None:
+    assert templates.planned("data_uri") == "{{ trainium_plan('check_params')['data_uri'] }}"
+    assert templates.planned("x", task_id="plan") == "{{ trainium_plan('plan')['x'] }}"
+    macros = templates.dag_args()["user_defined_macros"]
+    assert set(macros) == {"trainium_plan", "trainium_output", "trainium_compile_cache"}
+
+
+BUDGET = {
+    "max_cost_usd": "{{ params.max_cost_usd }}",
+    "allow_over_budget_estimate": "{{ params.allow_over_budget_estimate }}",
+}
+
+
+def test_job_layout_distributed_and_single_node() -> None:
+    assert templates.job_layout(workload="llm") == {
+        "compute": "{{ params.compute }}",
+        "instance_type": "{{ params.instance_type }}",
+        "nodes": "{{ params.nodes }}",
+        "stack": "{{ params.stack }}",
+        "image": templates.IMAGE_FROM_PARAMS,
+        "workload": "llm",
+        **BUDGET,
+    }
+    single = templates.job_layout("img", single_node=True, instance_type=None)
+    assert single == {"compute": "{{ params.compute }}", "image": "img", "distributed": False, **BUDGET}
+
+
+def test_a_templated_output_is_re_derived_and_an_edited_xcom_fails_naming_both(root):
+    with DAG("derived", schedule=None, **templates.dag_args()) as dag:
+        train = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
+        register = TrainiumJobOperator(task_id="evaluate", entry_point="trainium_trainer.mnist_mlp.evaluate",
+                                       job_args=["--model-uri", templates.output_of("train")])  # fmt: skip
+        train >> register
+    derived = f"{root}/runs/derived/"
+    ti = RunTI(dag_id="derived", run_id=RUN_ID, task_id="evaluate", map_index=-1, xcoms={})
+    context = {"ti": ti, "dag": dag, "run_id": RUN_ID, "params": {}}
+    rendered = register.render_template(templates.output_of("train"), context)
+    assert rendered.startswith(derived) and rendered.endswith("/train")
+    ti.xcoms["train"] = rendered + "/"
+    assert register.render_template(templates.output_of("train"), context) == rendered
+    ti.xcoms["train"] = "file:///tmp/planted"
+    with pytest.raises(AirflowFailException) as err:
+        register.render_template(templates.output_of("train"), context)
+    assert "file:///tmp/planted" in str(err.value) and rendered in str(err.value)
