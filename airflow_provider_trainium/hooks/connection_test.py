@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
 
-def _error(err: Exception) -> str:
+def aws_error_text(err: Exception) -> str:
+    """``Code: Message`` of an AWS error (what the connection test and preflight both show), else the text."""
     response = getattr(err, "response", None) or {}
     code = response.get("Error", {}).get("Code")
     return f"{code}: {response['Error'].get('Message', '')}".rstrip(": ") if code else str(err)
@@ -80,7 +81,7 @@ def check_resources(config: TrainiumConfig) -> tuple[list[str], list[str]]:
         try:
             found = [p for p in check() if p]
         except Exception as err:  # each check reports its own failure; the others still run
-            found = [f"{what}: {_error(err)}"]
+            found = [f"{what}: {aws_error_text(err)}"]
         problems.extend(found)
         if not found:
             checked.append(what)

@@ -48,8 +48,8 @@ def check_trusted_image(
 ) -> None:
     """An image-running backend only gets an image from the trusted repository or built by this DAG."""
     if backend.runs_image:
-        from airflow_provider_trainium.image.run_images import built_references
         from airflow_provider_trainium.neuron.images import check_trusted
+        from airflow_provider_trainium.operators.run_images import built_references
 
         built = built_references(context, operator.dag if operator.has_dag() else None)
         check_trusted(prepared.spec.image, operator.config(), built)

@@ -186,7 +186,7 @@ class JobSpecMixin:
         stack), else None."""
         if not image:
             return None
-        from airflow_provider_trainium.image.run_images import built_image_labels
+        from airflow_provider_trainium.operators.run_images import built_image_labels
 
         return built_image_labels(context, self.dag if self.has_dag() else None, image)
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def run_lineage(context: Context, image: str | None = None) -> dict[str, Any]:
     """Which DAG run and task try did this, with the run's logical date and data interval; ``image`` and its
     ``base_digest`` when the run built the training image (absent when it built none)."""
-    from airflow_provider_trainium.image.run_images import image_lineage
+    from airflow_provider_trainium.operators.run_images import image_lineage
 
     ti = context["ti"]
     dag_run = context["dag_run"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from airflow_provider_trainium.hooks.connection_test import _error
+from airflow_provider_trainium.hooks.connection_test import aws_error_text
 from airflow_provider_trainium.preflight.result import CheckResult, error
 
 TRANSIENT_TRIES = 4
@@ -54,6 +54,6 @@ def guarded(
                 sleep(backoff * 2**attempt)
                 continue
             if transient:
-                return error(name, f"AWS did not answer after {tries} tries: {_error(err)}", transient=True)
-            return error(name, _error(err))
+                return error(name, f"AWS did not answer after {tries} tries: {aws_error_text(err)}", transient=True)
+            return error(name, aws_error_text(err))
     raise AssertionError("unreachable: the last try returns")

@@ -71,6 +71,7 @@ RULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     ),
     "compute/ knows no operator": (f"{PROVIDER}/compute", (f"{PROVIDER}.operators", f"{PROVIDER}.sensors"), ()),
     "hooks/ knows no backend (hooks ↛ compute)": (f"{PROVIDER}/hooks", (f"{PROVIDER}.compute",), ()),
+    "image/ knows no operator (image ↛ operators)": (f"{PROVIDER}/image", (f"{PROVIDER}.operators",), ()),
     "the provider never imports the trainer (but trainium_trainer.boundary) or torch": (
         PROVIDER,
         ("trainium_trainer", "torch", "torch_xla"),

@@ -21,13 +21,13 @@ import pytest
 from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
 from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL
 from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
-from airflow_provider_trainium.image.run_images import built_image_labels
 from airflow_provider_trainium.image.user_image import BASE_ARG
 from airflow_provider_trainium.neuron.container_contract import IMAGE_ENTRYPOINT, docker_argv
 from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, image_stack
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
+from airflow_provider_trainium.operators.run_images import built_image_labels
 from tests.conftest import set_trainium_connection
 from tests.integration.image.conftest import Image, LocalRegistry, names_values, stand_in_build, write_tree
 

@@ -9,8 +9,8 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.image.run_images import BuiltImageMismatchError, built_references, run_images
 from airflow_provider_trainium.neuron.images import check_trusted
+from airflow_provider_trainium.operators.run_images import BuiltImageMismatchError, built_references, run_images
 from tests.unit.operators.test_job_native_image import BuildXComs, RegistryHeld
 
 HELD = "registry.example.com:5000/trainium@sha256:" + "a" * 64
