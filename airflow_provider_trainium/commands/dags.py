@@ -30,8 +30,17 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 )
 
 
-class ChangedFilesRefused(ValueError):
+class InstallRefused(ValueError):
+    """The install cannot go ahead as asked; nothing was written."""
+
+
+class ChangedFilesRefused(InstallRefused):
     """Files at the destination differ from the shipped ones and ``--force`` was not given."""
+
+
+class LinkAtDestinationRefused(InstallRefused):
+    """A shipped file's name is a symbolic link in the destination folder: writing through it would land wherever
+    it points, outside the folder (a dangling link included), so it is refused even with ``--force``."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,13 @@ def shipped_dags() -> dict[str, bytes]:
 
 def plan(shipped: dict[str, bytes], destination: Any, *, force: bool) -> list[FileAction]:
     """One action per shipped file; :class:`ChangedFilesRefused` when a file there differs and not ``force``."""
+    local = Path(destination.path) if getattr(destination, "protocol", None) in ("file", "local") else destination
+    links = [name for name in shipped if isinstance(local, Path) and (local / name).is_symlink()]
+    if links:
+        raise LinkAtDestinationRefused(
+            f"{', '.join(links)} at {destination} is a symbolic link: nothing was copied (remove the link; an install "
+            "writes only plain files inside the folder)"
+        )
     actions = []
     for name, content in shipped.items():
         target = destination / name
@@ -93,7 +109,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     destination = destination_path(args)
     try:
         actions = install(destination, force=args.force, dry_run=args.dry_run)
-    except ChangedFilesRefused as err:
+    except InstallRefused as err:
         print(f"dags install: {err}", file=sys.stderr)
         return 1
     verbs = {"copy": "copied", "keep": "unchanged", "replace": "replaced"}

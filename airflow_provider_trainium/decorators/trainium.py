@@ -122,7 +122,9 @@ class _TrainiumDecoratedOperator(DecoratedOperator, TrainiumJobOperator):
         folder = Path(tempfile.mkdtemp(prefix="trainium-function-"))
         try:
             if self.code_dir:
-                shutil.copytree(self.code_dir, folder, dirs_exist_ok=True)
+                # Links copied as links, so the bundle refuses them as it does for the job operator's code_dir:
+                # following one would upload whatever it points at (a credentials file, another user's code).
+                shutil.copytree(self.code_dir, folder, dirs_exist_ok=True, symlinks=True)
             target = folder / boundary.FUNCTION_BUNDLE_DIR
             target.mkdir(exist_ok=True)
             (target / boundary.FUNCTION_SOURCE_FILE).write_text(self.get_python_source())

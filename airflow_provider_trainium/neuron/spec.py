@@ -51,7 +51,17 @@ ENV_DENIED_NAMES: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 ENV_DENIED_PREFIXES: tuple[str, ...] = ("AWS_BATCH_", "AWS_CONTAINER_", "ECS_", "TORCHELASTIC_")
-USER_ENV_DENIED_PREFIXES: tuple[str, ...] = ("AWS_", *ENV_DENIED_PREFIXES)
+#: What makes the dynamic loader, Python or a shell load code or files of the caller's choosing, refused by family in
+#: a task's own ``env``: every ``LD_*`` and ``PYTHON*`` (the provider sets the ones a job needs, such as
+#: ``PYTHONUNBUFFERED``), the shells' startup files, and the rest of the variables glibc drops for set-user-id
+#: programs (``sysdeps/generic/unsecvars.h``) that name files it loads.
+USER_ENV_DENIED_PREFIXES: tuple[str, ...] = ("AWS_", "LD_", "PYTHON", *ENV_DENIED_PREFIXES)
+USER_ENV_DENIED_NAMES: frozenset[str] = frozenset(
+    {"BASH_ENV", "ENV", "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
+     "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS",
+     # set by the provider for every job (the trainer's input rule): a task's env must not replace it
+     boundary.ENV_ALLOWED_INPUT_PREFIXES}
+)  # fmt: skip
 #: Set by the backends, the container plan and the launcher for every node; a job's env must never override them.
 ENV_RESERVED: frozenset[str] = frozenset(
     {
@@ -72,10 +82,11 @@ def env_name_problem(name: str, *, user: bool = False) -> str | None:
     if name in ENV_RESERVED:
         return f"env name {name!r} is set by the backend for every node; a job may not set it"
     denied_prefixes = USER_ENV_DENIED_PREFIXES if user else ENV_DENIED_PREFIXES
-    if name in ENV_DENIED_NAMES or name.startswith(denied_prefixes):
+    denied_names = ENV_DENIED_NAMES | USER_ENV_DENIED_NAMES if user else ENV_DENIED_NAMES
+    if name in denied_names or name.startswith(denied_prefixes):
         return (
             f"env name {name!r} is not allowed: a job may set any variable but "
-            f"{', '.join(sorted(ENV_DENIED_NAMES))} and names starting with "
+            f"{', '.join(sorted(denied_names))} and names starting with "
             f"{', '.join(p + '*' for p in denied_prefixes)} (docs/byo.md, 'Environment and secrets')"
         )
     return None

@@ -58,6 +58,16 @@ def test_a_changed_file_is_refused_with_nothing_written_and_replaced_with_force(
     assert (folder / "trainium_mnist_mlp.py").read_bytes() == (dags_folder() / "trainium_mnist_mlp.py").read_bytes()
 
 
+def test_a_symlink_named_like_a_shipped_dag_is_refused_even_with_force(tmp_path, capsys):
+    folder, outside = tmp_path / "dags", tmp_path / "outside.py"
+    folder.mkdir()
+    (folder / "trainium_mnist_mlp.py").symlink_to(outside)  # dangling: a write would create the file outside
+    for args in ((), ("--force",)):
+        code, _, err = install(capsys, "--to", str(folder), *args)
+        assert code == 1 and "trainium_mnist_mlp.py" in err and "symbolic link" in err
+    assert not outside.exists() and [p.name for p in folder.iterdir()] == ["trainium_mnist_mlp.py"]
+
+
 def test_an_s3_prefix_gets_the_dags_through_the_aws_connection(aws_conn_id, moto_reset, capsys):
     s3 = boto3.client(
         "s3", endpoint_url=moto_reset, region_name=MOTO_REGION, aws_access_key_id="testing",

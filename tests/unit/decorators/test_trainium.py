@@ -17,3 +17,25 @@ def test_the_operators_arguments_are_accepted_but_not_what_the_function_replaces
     trainium_task(instance_type="trn1.2xlarge", nodes=2, retries=1, durable=True, multiple_outputs=False)
     with pytest.raises(TypeError, match="it takes no command"):
         trainium_task(command=["python", "x.py"])
+
+
+def test_a_symlink_in_code_dir_is_refused_and_nothing_is_uploaded(tmp_path):
+    from airflow.sdk import DAG
+
+    from airflow_provider_trainium.code_bundle import CodeBundleError
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+
+    code, root = tmp_path / "code", tmp_path / "artifacts"
+    code.mkdir()
+    (tmp_path / "credentials").write_text("[default]\naws_secret_access_key = not-to-be-shipped\n")
+    (code / "helper.py").symlink_to(tmp_path / "credentials")
+    with DAG("symlinked_code", schedule=None):
+
+        @trainium_task(code_dir=str(code), instance_type="trn1.2xlarge")
+        def train() -> int:
+            return 1
+
+        operator = train().operator
+    with pytest.raises(CodeBundleError, match="symlink, helper.py"):
+        operator.code_uri({}, TrainiumConfig(artifact_root=root.as_uri()))
+    assert not root.exists()

@@ -141,6 +141,16 @@ def test_any_other_env_name_passes(name):
     spec(env={name: "x"}).validate()
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["BASH_ENV", "ENV", "GCONV_PATH", "GLIBC_TUNABLES", "LD_DEBUG", "LD_BIND_NOW", "PYTHONWARNINGS",
+     "PYTHONBREAKPOINT", "PYTHONUNBUFFERED", "NLSPATH", "TRAINIUM_ALLOWED_INPUT_PREFIXES"],
+)  # fmt: skip
+def test_a_tasks_own_env_may_not_load_code_or_replace_the_providers_input_rule(name):
+    """By family: every LD_* and PYTHON* (the provider sets the plan's own), shells' startup files, glibc's list."""
+    assert f"{name!r} is not allowed" in (env_name_problem(name, user=True) or "")
+
+
 @pytest.mark.parametrize("name", ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"])
 def test_a_tasks_own_env_may_not_set_aws_variables(name):
     """The provider sets local compute's AWS variables; a task's env would put credentials in a DAG."""
