@@ -50,13 +50,14 @@ def _actor(context: Context) -> dict[str, Any]:
 
 def may_promote(context: Context, promote_manual_runs: bool, log: Any, promote_backfill_runs: bool = False) -> bool:
     """Scheduled runs may promote; a manual run only when the DAG's author allows it, and a backfill (whoever may
-    trigger may backfill, with their own conf) only when the author allows backfills, separately."""
+    trigger may backfill, with their own conf) only when the author allows backfills, separately. Every other run
+    type (started by another DAG's operator, by an asset event, by an asset materialisation, or one Airflow adds
+    later) is refused: whoever can start it chooses its conf as a manual run's trigger does."""
     run_type = str(getattr(context["dag_run"], "run_type", "") or "").rsplit(".", 1)[-1].lower()
-    if run_type == "manual" and not promote_manual_runs:
-        log.info("manual run: registered, not promoted (the DAG does not let manual runs promote)")
-        return False
-    if run_type == "backfill" and not promote_backfill_runs:
-        log.info("backfill run: registered, not promoted (the DAG does not let backfill runs promote)")
+    allowed = {"scheduled": True, "manual": promote_manual_runs, "backfill": promote_backfill_runs}
+    if not allowed.get(run_type, False):
+        log.info("%s run: registered, not promoted (the DAG lets only %s runs promote)", run_type or "unknown",
+                 " and ".join(kind for kind, ok in allowed.items() if ok))  # fmt: skip
         return False
     return True
 

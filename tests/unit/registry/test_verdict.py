@@ -82,6 +82,11 @@ def context(run_type: str) -> dict:
         ("backfill", False, False, False),
         ("backfill", True, False, False),  # manual runs allowed does not let backfills promote
         ("backfill", False, True, True),
+        # started by another DAG's operator or by an asset: refused whatever the DAG allows for manual runs
+        ("operator_triggered", True, True, False),
+        ("asset_triggered", True, True, False),
+        ("DagRunType.ASSET_MATERIALIZATION", True, True, False),
+        ("", True, True, False),
     ],
 )
 def test_a_backfill_promotes_only_where_the_dag_says_so(run_type, manual, backfill, promotes):
