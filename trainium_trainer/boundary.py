@@ -21,6 +21,8 @@ unknown kinds and keys are kept, for the caller to ignore.
 from __future__ import annotations
 
 import json
+import os
+import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -41,6 +43,33 @@ ENV_COMPILE_CACHE_URI = "TRAINIUM_COMPILE_CACHE_URI"
 ENV_ALLOWED_INPUT_PREFIXES = "TRAINIUM_ALLOWED_INPUT_PREFIXES"
 #: Local folder where a base model's ``s3://`` weights are copied once per node.
 ENV_WEIGHTS_CACHE = "TRAINIUM_WEIGHTS_CACHE"
+
+
+def normalize_input_uri(uri: str) -> str:
+    """The bounded-inputs rule's form of ``uri``, which the provider and the trainer both compare prefixes in:
+    ``scheme://path`` with a plain path as ``file://``; a relative path or a ``..`` segment is refused
+    (``ValueError`` saying why), never resolved. A local path is resolved through its symbolic links: a link
+    under an allowed prefix is judged by where it leads."""
+    uri = uri.strip()
+    if "://" not in uri:
+        if not uri.startswith("/"):
+            raise ValueError(f"input {uri!r} refused: a relative path")
+        uri = "file://" + uri
+    scheme, _, rest = uri.partition("://")
+    if any(part == ".." for part in rest.split("/")):
+        raise ValueError(f"input {uri!r} refused: '..' segments are not allowed")
+    rest = posixpath.normpath(rest) if rest else rest
+    if scheme.lower() == "file":
+        rest = os.path.realpath("/" + rest.lstrip("/"))
+    return f"{scheme.lower()}://{rest.rstrip('/')}"
+
+
+def input_uri_allowed(uri: str, prefixes: Iterable[str]) -> bool:
+    """Whether ``uri`` lies under one of ``prefixes`` at a path boundary (``s3://bucket-evil`` is not under
+    ``s3://bucket``); both sides in :func:`normalize_input_uri`'s form."""
+    target = normalize_input_uri(uri)
+    return any(target == p or target.startswith(p + "/") for p in (normalize_input_uri(x) for x in prefixes))
+
 
 #: The job's code bundle (``code_dir`` or a ``@task.trainium`` function, uploaded under the artifact root): the
 #: launcher copies it into the node's code folder, which it puts first on ``PYTHONPATH``.

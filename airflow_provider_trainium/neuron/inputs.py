@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 from collections.abc import Iterable
 
 from trainium_trainer import boundary
@@ -25,19 +24,12 @@ class InputNotAllowedError(ValueError):
 
 
 def normalize(uri: str) -> str:
-    """``scheme://path`` with plain paths as ``file://``; ``..`` segments are refused, not resolved."""
-    uri = uri.strip()
-    if "://" not in uri:
-        if not uri.startswith("/"):
-            raise InputNotAllowedError(f"input {uri!r} refused: a relative path ({RULE})")
-        uri = "file://" + uri
-    scheme, _, rest = uri.partition("://")
-    if any(part == ".." for part in rest.split("/")):
-        raise InputNotAllowedError(f"input {uri!r} refused: '..' segments are not allowed ({RULE})")
-    rest = posixpath.normpath(rest) if rest else rest
-    if scheme == "file" and not rest.startswith("/"):
-        rest = "/" + rest
-    return f"{scheme.lower()}://{rest.rstrip('/')}"
+    """``scheme://path`` with plain paths as ``file://`` (the trainer's form too: ``boundary.normalize_input_uri``);
+    ``..`` segments are refused, not resolved; a local path through its links."""
+    try:
+        return boundary.normalize_input_uri(uri)
+    except ValueError as err:
+        raise InputNotAllowedError(f"{err} ({RULE})") from None
 
 
 def allowed_prefixes(artifact_root: str, extra: Iterable[str] = ()) -> list[str]:
@@ -45,8 +37,10 @@ def allowed_prefixes(artifact_root: str, extra: Iterable[str] = ()) -> list[str]
 
 
 def is_under(uri: str, prefixes: Iterable[str]) -> bool:
-    target = normalize(uri)
-    return any(target == p or target.startswith(p + "/") for p in (normalize(x) for x in prefixes))
+    try:
+        return boundary.input_uri_allowed(uri, prefixes)
+    except ValueError as err:
+        raise InputNotAllowedError(f"{err} ({RULE})") from None
 
 
 def check_input(name: str, uri: str, prefixes: Iterable[str]) -> str:
