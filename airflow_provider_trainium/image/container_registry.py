@@ -83,6 +83,17 @@ def config_labels(config: dict[str, Any] | None) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in labels.items()}
 
 
+#: Hosts a plain-HTTP registry may get credentials on: the traffic never leaves this machine.
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def hostname(host: str) -> str:
+    """``host`` without its port: ``registry:5000`` -> ``registry``, ``[::1]:5000`` -> ``[::1]``."""
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.partition(":")[0]
+
+
 class OciRegistry:
     """A registry speaking the OCI distribution API (docker-registry, Harbor, a pull-through mirror)."""
 
@@ -100,6 +111,10 @@ class OciRegistry:
             raise ContainerRegistryError(f"repository {repository!r} must be HOST[:PORT]/NAME for an OCI registry")
         if not _REPO_NAME.match(name):
             raise ContainerRegistryError(f"repository name {name!r} is not a valid OCI repository name")
+        if insecure and username and hostname(host) not in LOOPBACK_HOSTS:
+            raise ContainerRegistryError(
+                f"registry {host} is insecure (plain HTTP): credentials are sent only over HTTPS, or to this machine"
+            )
         self.host, self.name = host, name
         self._insecure = insecure
         self._username, self._password = username, password
