@@ -32,7 +32,7 @@ from airflow_provider_trainium.operators.job_cost import record_cost
 from airflow_provider_trainium.operators.job_finish import EXIT_BAD_INPUT, failure_message, job_failure
 from airflow_provider_trainium.operators.job_lineage import JobLineageMixin
 from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT, JobSpecMixin, PreparedJob
-from airflow_provider_trainium.operators.job_wait import NO_RESULT, JobWaitMixin, job_trigger
+from airflow_provider_trainium.operators.job_wait import NO_RESULT, JobWaitMixin, job_trigger, kill_stops_job
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.attach import Attached
@@ -179,6 +179,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         self._prepared: PreparedJob | None = None
         self._backend: ComputeBackend | None = None
         self._handle: JobHandle | None = None
+        self._ti: Any = None
         self._result: Any = NO_RESULT
         self._cost: dict[str, Any] | None = None
         if str(compute) in backends():
@@ -233,7 +234,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
 
     def remember(self, context: Context, handle: JobHandle, log_streams: dict[str, str] | None = None) -> None:
         self._handle = handle
-        ti = context["ti"]
+        ti = self._ti = context["ti"]
         ti.xcom_push(key="job", value=handle.to_dict())
         push_record(context, job_record(handle, log_streams))
 
@@ -243,7 +244,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         Also forgets what an earlier try prepared (an operator object may serve several tries).
         """
         self._config, self._node_count, self._prepared, self._result = None, None, None, NO_RESULT
-        self._handle, self._cost = None, None
+        self._handle, self._ti, self._cost = None, None, None
         push_record(context)
         super().pre_execute(context)
 
@@ -289,9 +290,16 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         return spec.output_uri
 
     def on_kill(self) -> None:
-        if self._backend is not None and self._handle is not None:
-            self.log.info("task killed: cancelling job %s", self._handle.job_id)
-            self._backend.cancel(self._handle, "Airflow task was killed")
+        """Stop the job only when a person stopped the task (``job_wait.kill_stops_job``); otherwise the next try
+        attaches to it."""
+        if self._backend is None or self._handle is None or self._ti is None:
+            return
+        stop, why = kill_stops_job(self._ti)
+        if not stop:
+            self.log.warning("task killed (%s): job %s keeps running for the next try", why, self._handle.job_id)
+            return
+        self.log.info("task killed (%s): cancelling job %s", why, self._handle.job_id)
+        self._backend.cancel(self._handle, "Airflow task was killed")
 
 
 def __getattr__(name: str) -> Any:

@@ -7,10 +7,15 @@ event. Both waits get the same budget (``compute.budget.watch_budget``: the mid-
 log cursor, a file under the job's output folder that keeps how far the log was read, so a restarted triggerer or
 worker resumes it; on a watched backend both run its one watch loop, whose last status carries what the platform
 billed, which the cost record then reads. Both end in the operator's ``finish``.
+
+A worker-side wait that Airflow kills (SIGTERM, ``on_kill``) stops the job only when a person stopped the task
+(``kill_stops_job``): when the scheduler reset the try because its own scheduler died, or a worker shuts down, the
+job keeps running and the next try attaches to it by name, so an Airflow restart never pays for a second job.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -26,6 +31,15 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus, LogSink
     from airflow_provider_trainium.neuron.spec import JobSpec
 
+#: The states of a killed try in which a person stopped it (marked it failed or success, cleared it while running,
+#: ended its run): its job stops with it. In any other (``None`` or ``scheduled``: the scheduler reset the try of a
+#: scheduler that died; ``running``: the worker is shutting down) the next try attaches to the job.
+STOPPED_BY_A_PERSON = frozenset({"failed", "success", "skipped", "upstream_failed", "removed", "restarting"})
+
+#: How long ``on_kill`` asks Airflow for the try's state: Airflow sends SIGKILL 5 s after SIGTERM, and the answer
+#: may never come (the database is down, or the killed thread held the supervisor channel).
+STATE_QUESTION_TIMEOUT_S = 2.0
+
 #: The worker-side wait's result before ``poll_until_complete`` has one: for a job an earlier try already finished,
 #: ``get_job_result`` asks ``on_success`` instead.
 NO_RESULT: Any = object()
@@ -36,6 +50,39 @@ def log_cursor(prepared: PreparedJob, handle: JobHandle) -> str | None:
     from airflow_provider_trainium.compute.cloudwatch import cursor_uri
 
     return cursor_uri(prepared.spec.output_uri, handle.job_id)
+
+
+def kill_stops_job(ti: Any, timeout_s: float = STATE_QUESTION_TIMEOUT_S) -> tuple[bool, str]:
+    """Whether a killed try's job should stop, and why: only when Airflow holds the try stopped by a person.
+
+    The question runs in its own thread because ``on_kill`` runs in a signal handler, which may have interrupted
+    the very call that holds the channel to the supervisor. No answer keeps the job: the kill then came from an
+    Airflow that cannot reach its database, where no person can have stopped anything either.
+    """
+    answer: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
+            states = ti.get_task_states(
+                dag_id=ti.dag_id,
+                task_ids=[ti.task_id],
+                run_ids=[ti.run_id],
+                map_index=None if ti.map_index < 0 else ti.map_index,
+            )
+            answer["state"] = states.get(ti.run_id, {}).get(key)
+        except Exception as err:  # any failure to ask is "no answer"
+            answer["error"] = err
+
+    asking = threading.Thread(target=ask, name="trainium-kill-question", daemon=True)
+    asking.start()
+    asking.join(timeout_s)
+    if "state" not in answer:
+        return False, f"Airflow did not say why ({answer.get('error', f'no answer in {timeout_s:g} s')})"
+    state = answer["state"]
+    if state in STOPPED_BY_A_PERSON:
+        return True, f"the task is now {state}"
+    return False, f"the task is now {state or 'reset for another try'}"
 
 
 def job_trigger(

@@ -14,6 +14,7 @@ import signal
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from airflow_provider_trainium.compute.naming import job_name
@@ -74,8 +75,6 @@ def test_scheduler_killed_and_restarted_mid_run_the_next_task_still_runs(deploym
 
 def sessions_of_group(deployment, pgid: int) -> list[str]:
     """Connections to the deployment's PostgreSQL held by processes of process group ``pgid``."""
-    import psutil
-
     held = []
     for proc in processes_in_groups({pgid}):
         with contextlib.suppress(psutil.Error):
@@ -84,7 +83,11 @@ def sessions_of_group(deployment, pgid: int) -> list[str]:
     return held
 
 
-def test_a_hung_scheduler_is_killed_and_started_again_by_the_supervisor(deployment, supervisor):
+def test_a_hung_scheduler_is_replaced_and_its_reset_try_attaches_to_the_running_job(deployment, supervisor, api):
+    """The new scheduler finds the hung one's heartbeat stale and resets its running try (LocalExecutor adopts
+    nothing); Airflow then kills that try, and its ``on_kill`` must leave the job for the next try."""
+    run_id = start_hold(api, deployment)
+    reset_try = psutil.Process(api.task_instance(HOLD, run_id, "hold")["pid"])
     hung = deployment.procs["scheduler"]
     hung_after = supervisor.hung_after
     supervisor.hung_after = 30  # the lane's default leaves room for a loaded machine; this test has no load
@@ -102,6 +105,11 @@ def test_a_hung_scheduler_is_killed_and_started_again_by_the_supervisor(deployme
             os.kill(hung.pid, signal.SIGCONT)
     assert hung.poll() == -signal.SIGKILL
     deployment.wait_healthy(120, components=("scheduler",), exit_fails=False)
+    wait_for(lambda: api.task_instance(HOLD, run_id, "hold")["try_number"] == 2
+             and api.task_instance(HOLD, run_id, "hold")["state"] == "running", 300,
+             "the reset try's successor to attach", deployment)  # fmt: skip
+    wait_for(lambda: not reset_try.is_running(), 300, "Airflow to kill the reset try", deployment)
+    release_and_check(api, deployment, run_id, hold_tries=2)
 
 
 def test_killed_worker_retry_attaches_to_the_same_job_and_leaves_no_orphans(deployment, api):

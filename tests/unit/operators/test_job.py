@@ -275,3 +275,43 @@ def test_wait_for_completion_false_is_refused_on_local_compute_before_anything_s
     op = NeverAttaches(task_id="t", entry_point="m", compute="local", wait_for_completion=False)
     with pytest.raises(AirflowFailException, match="wait_for_completion=False needs a remote backend; local compute"):
         op.execute(context())
+
+
+@dataclass
+class AskedTaskInstance(TaskInstanceStandIn):
+    """A try whose state Airflow reports as ``state`` (or fails to report: ``state`` an exception)."""
+
+    state: Any = None
+
+    def get_task_states(self, **query: Any) -> dict[str, dict[str, Any]]:
+        if isinstance(self.state, Exception):
+            raise self.state
+        assert query == {"dag_id": "d", "task_ids": ["t"], "run_ids": [self.run_id], "map_index": None}
+        return {self.run_id: {"t": self.state}}
+
+
+class CancelRecorder:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def cancel(self, handle: JobHandle, reason: str) -> None:
+        self.cancelled.append(handle.job_id)
+
+
+@pytest.mark.parametrize(
+    ("state", "cancelled"),
+    [
+        ("failed", ["job-1"]),  # a person marked it failed
+        ("success", ["job-1"]),
+        ("restarting", ["job-1"]),  # cleared while running: the person wants a new job
+        (None, []),  # the scheduler reset the try of a scheduler that died: the next try attaches
+        ("running", []),  # the worker is shutting down
+        (ConnectionError("database down"), []),  # no answer: no person can have stopped it either
+    ],
+)
+def test_a_killed_wait_stops_its_job_only_when_a_person_stopped_the_task(state, cancelled):
+    op = TrainiumJobOperator(task_id="t", entry_point="m")
+    backend = CancelRecorder()
+    op._backend, op._handle, op._ti = backend, HANDLE, AskedTaskInstance(state=state)  # type: ignore[assignment]
+    op.on_kill()
+    assert backend.cancelled == cancelled
