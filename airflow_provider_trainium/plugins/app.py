@@ -1,5 +1,9 @@
 """The view's FastAPI app, mounted by the Airflow API server under ``/trainium``: one page, its assets and JSON.
 
+A readable DAG run's page always answers: its job's curves, or, for a job that wrote no stream and for a DAG run
+with no Trainium job, ``help`` on how to get curves. Only a DAG the user may not read, or a run that does not
+exist, is not found (the same answer for both).
+
 Airflow does not protect plugin apps: every route here depends on Airflow's own ``get_user`` (the API server's
 JWT, from an ``Authorization: Bearer`` header or the ``_token`` cookie the UI sets), and FastAPI's own routes
 (``/docs``, ``/redoc``, ``/openapi.json``, which would need no login and load Swagger from a CDN) are off. It
@@ -19,7 +23,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from airflow_provider_trainium.plugins import runs as runs_db
 from airflow_provider_trainium.plugins.locate import output_location
-from airflow_provider_trainium.plugins.stream import build_series, read_stream
+from airflow_provider_trainium.plugins.stream import build_series, progress_label, read_stream
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,23 @@ ASSETS = {
     "uPlot-LICENSE": ("vendor/uplot/LICENSE", "text/plain"),
 }
 MAX_COMPARED = 5
+#: Where a task without curves is sent: the provider's documentation (``Documentation`` in pyproject.toml).
+DOCS_URL = "https://pypi.org/project/airflow-provider-trainium/"
+#: What the page shows in place of the charts of a task that wrote no stream.
+HELP = {
+    "text": (
+        "No curves yet: this task's job wrote no metrics stream under its output. A training script gets loss, "
+        "throughput and evaluation curves, and a progress line in the task log, by reporting its steps with "
+        "trainium_trainer.track; a Hugging Face Trainer script adds trainium_trainer.hf_callback.TrainiumCallback."
+    ),
+    "example": (
+        "from trainium_trainer import track\n\n"
+        "track.log(step=step, loss=loss.item(), total_steps=max_steps, samples=samples, tokens=tokens)\n"
+        "track.log_eval(step=max_steps, loss=val_loss)"
+    ),
+    "docs": 'docs/monitoring.md, "Curves from your own script"',
+    "docs_url": DOCS_URL,
+}
 
 
 def readable_dag_ids(user: Any) -> set[str]:
@@ -82,9 +103,16 @@ def artifact_settings() -> tuple[str | None, str | None]:
 
 
 def run_stream(run: dict[str, Any], root: str | None, aws_conn_id: str | None) -> dict[str, Any]:
-    """The run's plotted series (None when it wrote no stream, or it cannot be read) and what the page notes."""
+    """The run's plotted series (None when it wrote no stream, or it cannot be read), its progress line and what
+    the page notes."""
     location = output_location(run, root)
-    out: dict[str, Any] = {"location": location.uri, "notes": list(location.notes), "capped": False, "series": None}
+    out: dict[str, Any] = {
+        "location": location.uri,
+        "notes": list(location.notes),
+        "capped": False,
+        "series": None,
+        "progress": None,
+    }
     if location.uri is None:
         return out
     try:
@@ -95,9 +123,26 @@ def run_stream(run: dict[str, Any], root: str | None, aws_conn_id: str | None) -
         return out
     if read is not None:
         summary = read.summary()
-        out.update(series=build_series(read.sources), capped=summary["capped"])
+        series = build_series(read.sources)
+        out.update(
+            series=series, capped=summary["capped"], progress=progress_label(series["progress"], run.get("state"))
+        )
         out["notes"] += summary["notes"]
     return out
+
+
+def no_job(dag_id: str, run_id: str) -> dict[str, Any]:
+    """The answer for a readable DAG run with no Trainium job: the page says so and how to get curves, rather
+    than an error (the run is there; it just has nothing to plot)."""
+    return {
+        "run": None,
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "series": None,
+        "stream": None,
+        "help": HELP,
+        "previous": [],
+    }
 
 
 def create_app() -> FastAPI:
@@ -127,7 +172,7 @@ def create_app() -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=1000)] = runs_db.DEFAULT_LIMIT,
     ) -> dict[str, Any]:
         dag_ids = readable_dag_ids(user)
-        rows = runs_db.list_training_runs(session, dag_ids, xcom_readable_dag_ids(user, dag_ids, session), limit=limit)
+        rows = runs_db.list_job_runs(session, dag_ids, xcom_readable_dag_ids(user, dag_ids, session), limit=limit)
         return {"runs": rows, "total": len(rows)}
 
     @app.get("/api/runs/{dag_id}/{run_id}")
@@ -141,19 +186,23 @@ def create_app() -> FastAPI:
     ) -> dict[str, Any]:
         dag_ids = readable_dag_ids(user)
         if dag_id not in dag_ids:  # the same answer as a missing DAG: do not reveal what exists
-            raise HTTPException(status_code=404, detail=f"no training run {dag_id}/{run_id}")
+            raise HTTPException(status_code=404, detail=f"no DAG run {dag_id}/{run_id}")
         xcom_dag_ids = xcom_readable_dag_ids(user, dag_ids, session)
-        run = runs_db.get_training_run(session, dag_id, run_id, dag_id in xcom_dag_ids, task_id, map_index)
+        run = runs_db.get_job_run(session, dag_id, run_id, dag_id in xcom_dag_ids, task_id, map_index)
         if run is None:
-            raise HTTPException(status_code=404, detail=f"no training task in {dag_id}/{run_id}")
+            if not runs_db.dag_run_exists(session, dag_id, run_id):
+                raise HTTPException(status_code=404, detail=f"no DAG run {dag_id}/{run_id}")
+            return no_job(dag_id, run_id)
         root, conn_id = artifact_settings()
         stream = run_stream(run, root, conn_id)
-        candidates = runs_db.list_training_runs(session, dag_ids, xcom_dag_ids)
+        series = stream.pop("series")
+        candidates = runs_db.list_job_runs(session, dag_ids, xcom_dag_ids)
         previous = runs_db.previous_versions(run, candidates)[:MAX_COMPARED]
         return {
             "run": run,
-            "series": stream.pop("series"),
+            "series": series,
             "stream": stream,
+            "help": None if series else HELP,
             "previous": [{"run": p, "series": run_stream(p, root, conn_id)["series"]} for p in previous],
         }
 

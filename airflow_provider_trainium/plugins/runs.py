@@ -1,12 +1,23 @@
-"""Training runs as the view lists them, read from Airflow's metadata database (task instances and their XComs).
+"""Trainium jobs as the view lists them, read from Airflow's metadata database (task instances and their XComs).
 
-A training run is a task instance of ``TrainiumTrainingOperator`` (or of a subclass that pushes the ``metrics``
-XCom). Its XComs give the output URI (``return_value``), the metrics summary (``metrics``), the job handle
-(``job``) and the cost record (``trainium_cost``); the version the ``TrainiumRegisterModelOperator`` of the same DAG run
-registered comes from that task's ``return_value``. Only DAGs in ``dag_ids`` (what the user may read) are queried,
-and XComs only of DAGs in ``xcom_dag_ids`` (what the user may read XComs of): a row of any other DAG carries no
-XCom value (``xcom_hidden``). The row's ``rendered_output_uri`` is the task's own rendered ``output_uri`` (where
-the job writes when the DAG names a place); ``output_uri`` is what the task pushed, for display only.
+One rule says which task instances the view shows (``job_task``): those of the provider's job operators,
+``TrainiumJobOperator`` and its subclasses (``TrainiumTrainingOperator``, the ``@task.trainium`` decorator's
+operator, a DAG's own subclass), under their names now or before the rename. A DAG's own subclass carries its
+own class name, so it is known by the ``job`` XCom every job operator pushes once its job is submitted (or the
+``metrics`` XCom a training subclass pushes). Compile jobs are left out: they write under ``<output>/compile``
+and their trials are not runs to watch. Every such task is listed, with or without a stream: whether its
+output has one is a storage request, and the list is one database query; its page plots the stream when there
+is one and says how to get one when there is none.
+
+A *training* row (``training``: a ``TrainiumTrainingOperator`` task, or a job that pushed ``metrics``) is the
+one a DAG run's page opens when it names no task, and the only kind compared across model versions. A row's
+XComs give the output URI (``return_value``), the metrics summary (``metrics``), the job handle (``job``) and
+the cost record (``trainium_cost``); the version the ``TrainiumRegisterModelOperator`` of the same DAG run
+registered comes from that task's ``return_value`` and is shown on its training rows. Only DAGs in ``dag_ids``
+(what the user may read) are queried, and XComs only of DAGs in ``xcom_dag_ids`` (what the user may read
+XComs of): a row of any other DAG carries no XCom value (``xcom_hidden``). The row's ``rendered_output_uri``
+is the task's own rendered ``output_uri`` (where the job writes when the DAG names a place); ``output_uri`` is
+what the task pushed, for display only.
 """
 
 from __future__ import annotations
@@ -18,9 +29,13 @@ from typing import Any
 from airflow_provider_trainium.deprecated_names import with_former_names
 
 #: The ``operator`` of a task instance, as Airflow recorded it: the class's name when the task ran, so a former
-#: name too.
+#: name too. The decorator's class is private; its tasks also carry the public ``custom_operator_name``.
+JOB_OPERATORS = with_former_names("TrainiumJobOperator", "TrainiumTrainingOperator", "_TrainiumDecoratedOperator")
+JOB_OPERATOR_NAMES = ("@task.trainium",)
 TRAINING_OPERATORS = with_former_names("TrainiumTrainingOperator")
-NOT_TRAINING = with_former_names("TrainiumCompileOperator")
+NOT_JOBS = with_former_names("TrainiumCompileOperator")
+#: XComs only a job task pushes: ``job`` once its job is submitted, ``metrics`` when a training one ends.
+JOB_XCOMS = ("job", "metrics")
 REGISTER_OPERATORS = with_former_names("TrainiumRegisterModelOperator")
 RUN_KEYS = ("return_value", "metrics", "job", "trainium_cost")
 LAYOUT_FIELDS = ("instance_type", "nodes", "processes_per_node", "compute")
@@ -37,93 +52,106 @@ def _xcom_value(row: Any) -> Any:
     return XComModel.deserialize_value(row)
 
 
-def list_training_runs(
-    session: Any, dag_ids: Iterable[str], xcom_dag_ids: Iterable[str], limit: int = DEFAULT_LIMIT
-) -> list[dict[str, Any]]:
-    """The newest training task instances of the given DAGs, each with its XComs, layout and registered version."""
+def _pushed(keys: Iterable[str]) -> Any:
+    """SQL: the task instance pushed an XCom under one of ``keys`` (whether it exists, not its value)."""
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.models.xcom import XComModel
-    from sqlalchemy import and_, exists, or_, select
+    from sqlalchemy import and_, exists
 
-    dag_ids = sorted(set(dag_ids))
-    if not dag_ids:
-        return []
-    pushes_metrics = exists().where(
+    return exists().where(
         and_(
             XComModel.dag_id == TI.dag_id,
             XComModel.run_id == TI.run_id,
             XComModel.task_id == TI.task_id,
             XComModel.map_index == TI.map_index,
-            XComModel.key == "metrics",
+            XComModel.key.in_(list(keys)),
         )
     )
+
+
+def job_task() -> Any:
+    """SQL: the task instance is one the view shows, a Trainium job (the module's one rule, for the list and for
+    one DAG run alike, so a task never appears on one and not the other)."""
+    from airflow.models.taskinstance import TaskInstance as TI
+    from sqlalchemy import and_, or_
+
+    named = or_(TI.operator.in_(JOB_OPERATORS), TI.custom_operator_name.in_(JOB_OPERATOR_NAMES))
+    return and_(or_(named, _pushed(JOB_XCOMS)), TI.operator.not_in(NOT_JOBS))
+
+
+def training_task() -> Any:
+    """SQL: among job tasks, a training one (what a DAG run's page opens first and what versions compare)."""
+    from airflow.models.taskinstance import TaskInstance as TI
+    from sqlalchemy import or_
+
+    return or_(TI.operator.in_(TRAINING_OPERATORS), _pushed(["metrics"]))
+
+
+def list_job_runs(
+    session: Any, dag_ids: Iterable[str], xcom_dag_ids: Iterable[str], limit: int = DEFAULT_LIMIT
+) -> list[dict[str, Any]]:
+    """The newest job task instances of the given DAGs, each with its XComs, layout and registered version."""
+    from airflow.models.taskinstance import TaskInstance as TI
+    from sqlalchemy import select
+
+    dag_ids = sorted(set(dag_ids))
+    if not dag_ids:
+        return []
     stmt = (
-        select(TI)
-        .where(TI.dag_id.in_(dag_ids))
-        .where(or_(TI.operator.in_(TRAINING_OPERATORS), and_(pushes_metrics, TI.operator.not_in(NOT_TRAINING))))
+        select(TI, training_task().label("training"))
+        .where(TI.dag_id.in_(dag_ids), job_task())
         .order_by(TI.start_date.desc().nulls_first(), TI.dag_id, TI.run_id, TI.task_id)
         .limit(limit)
     )
-    tis = list(session.scalars(stmt))
-    return _describe(session, tis, set(xcom_dag_ids))
+    return _describe(session, list(session.execute(stmt)), set(xcom_dag_ids))
 
 
-def get_training_run(
+def get_job_run(
     session: Any, dag_id: str, run_id: str, xcoms: bool, task_id: str | None = None, map_index: int = -1
 ) -> dict[str, Any] | None:
-    """One DAG run's training task: the named one, else (no name, or another task's page) its first one.
+    """One DAG run's job task: the named one, else (no name, or a non-job task's page) its first training task,
+    else its first job; None when the DAG run has no job task.
 
     ``xcoms``: whether the user may read this DAG's XComs.
     """
     runs = list_runs_of(session, dag_id, run_id, xcoms)
     named = [r for r in runs if r["task_id"] == task_id and r["map_index"] == map_index]
-    return (named or runs or [None])[0]
+    training = [r for r in runs if r["training"]]
+    return (named or training or runs or [None])[0]
 
 
 def list_runs_of(session: Any, dag_id: str, run_id: str, xcoms: bool) -> list[dict[str, Any]]:
-    """The training task instances of one DAG run, by task id."""
+    """The job task instances of one DAG run, by task id."""
     from airflow.models.taskinstance import TaskInstance as TI
     from sqlalchemy import select
 
     stmt = (
-        select(TI)
-        .where(TI.dag_id == dag_id, TI.run_id == run_id, TI.operator.not_in(NOT_TRAINING))
+        select(TI, training_task().label("training"))
+        .where(TI.dag_id == dag_id, TI.run_id == run_id, job_task())
         .order_by(TI.task_id, TI.map_index)
     )
-    tis = list(session.scalars(stmt))
-    trained = _with_metrics(session, tis)
-    tis = [ti for ti in tis if ti.operator in TRAINING_OPERATORS or _key(ti) in trained]
-    return _describe(session, tis, {dag_id} if xcoms else set())
+    return _describe(session, list(session.execute(stmt)), {dag_id} if xcoms else set())
 
 
-def _key(ti: Any) -> tuple[str, str, str, int]:
-    return (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
-
-
-def _with_metrics(session: Any, tis: list[Any]) -> set[tuple[str, str, str, int]]:
-    """The task instances among ``tis`` that pushed a ``metrics`` XCom (whether one exists, not its value)."""
-    from airflow.models.xcom import XComModel
+def dag_run_exists(session: Any, dag_id: str, run_id: str) -> bool:
+    """Whether the DAG run exists (a run without a job task gets a help page; a missing one is not found)."""
+    from airflow.models.dagrun import DagRun
     from sqlalchemy import select
 
-    if not tis:
-        return set()
-    stmt = select(XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index).where(
-        XComModel.dag_id.in_({ti.dag_id for ti in tis}),
-        XComModel.run_id.in_({ti.run_id for ti in tis}),
-        XComModel.key == "metrics",
-    )
-    return {tuple(row) for row in session.execute(stmt)}  # type: ignore[misc]
+    return session.scalar(select(DagRun.id).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id)) is not None
 
 
-def _describe(session: Any, tis: list[Any], xcom_dag_ids: set[str]) -> list[dict[str, Any]]:
-    if not tis:
+def _describe(session: Any, found: list[Any], xcom_dag_ids: set[str]) -> list[dict[str, Any]]:
+    """Rows for ``found`` (pairs of a task instance and whether it is a training task)."""
+    if not found:
         return []
+    tis = [ti for ti, _ in found]
     shown = [ti for ti in tis if ti.dag_id in xcom_dag_ids]
     xcoms = _xcoms(session, shown) if shown else {}
     layouts = _layouts(session, tis)
     versions = _registered_versions(session, {(ti.dag_id, ti.run_id) for ti in shown}) if shown else {}
     rows = []
-    for ti in tis:
+    for ti, training in found:
         key = (ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
         values = xcoms.get(key, {})
         metrics = values.get("metrics")
@@ -142,6 +170,8 @@ def _describe(session: Any, tis: list[Any], xcom_dag_ids: set[str]) -> list[dict
                 "task_id": ti.task_id,
                 "map_index": ti.map_index,
                 "operator": ti.operator,
+                "operator_name": ti.custom_operator_name or ti.operator,
+                "training": bool(training),
                 "state": ti.state.value if hasattr(ti.state, "value") else ti.state,
                 "try_number": ti.try_number,
                 "start_date": _iso(ti.start_date),
@@ -155,7 +185,8 @@ def _describe(session: Any, tis: list[Any], xcom_dag_ids: set[str]) -> list[dict
                 "final": final_metrics(metrics if isinstance(metrics, dict) else {}),
                 "cost": cost if isinstance(cost, dict) else None,
                 "job": values.get("job") if isinstance(values.get("job"), dict) else None,
-                "model": versions.get((ti.dag_id, ti.run_id)),
+                # The registered model came from the run's training, not from its data preparation.
+                "model": versions.get((ti.dag_id, ti.run_id)) if training else None,
             }
         )
     return rows

@@ -34,6 +34,10 @@ MAX_SOURCES = 65
 MAX_CORES = 1024
 #: Notes kept per read; the rest are counted.
 MAX_NOTES = 20
+#: Task states after which the job writes nothing more (Airflow's finished states; the page's too).
+ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+#: The y range of the charts in percent: fixed, so a sampled 3 % does not fill the chart like 100 % would.
+PERCENT_RANGE = (0, 100)
 _SOURCE = re.compile(rf"^(?:{re.escape(TRAIN_SOURCE)}|{re.escape(boundary.MONITOR_SOURCE_PREFIX)}\d{{1,5}})$")
 
 _NUMBER = "number"
@@ -238,7 +242,22 @@ def build_series(sources: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     series["host"] = _host(sources, elapsed)
     last = train[-1] if train else {}
     series["progress"] = {"step": last.get("step"), "total_steps": last.get("total_steps")}
+    series["y_range"] = {"neuroncores": list(PERCENT_RANGE), "host": list(PERCENT_RANGE)}
     return series
+
+
+def progress_label(progress: dict[str, Any], state: str | None) -> str | None:
+    """The page's progress line: ``step 12/1000 (1%)`` while the task runs; once it has ended, the last step it
+    logged (a job may stop before ``total_steps``, or log every few steps: "100/110 (91%)" would read as cut
+    short). None before the first step record."""
+    step, total = progress.get("step"), progress.get("total_steps")
+    if step is None:
+        return None
+    if state in ENDED_STATES:
+        return f"last logged step {step}"
+    if not total:
+        return f"step {step}"
+    return f"step {step}/{total} ({math.floor(100 * step / total + 0.5)}%)"
 
 
 def _utilization(sources: dict[str, list[dict[str, Any]]], elapsed: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-/* The Trainium view: the run list, or one run's charts when the URL names a DAG run (?dag_id=&run_id=).
+/* The Trainium view: the job list, or one job's charts when the URL names a DAG run (?dag_id=&run_id=); a job
+ * without a stream, or a DAG run without a job, gets the help the server sends (how to get curves).
  * Every chart keeps the series it was given in its data-series attribute (JSON), so tests and users can
  * check what is plotted against the metrics stream. While the run's task has not ended, the run page asks
  * again every REFRESH_MS and redraws in place (body[data-refreshes] counts the redraws). */
@@ -71,12 +72,13 @@
   }
 
   function runsTable(runs, withLinks) {
-    const head = ["DAG", "run", "task", "state", "layout", "duration", "cost", "final loss", "accuracy", "version"];
+    const head = ["DAG", "run", "task", "operator", "state", "layout", "duration", "cost", "final loss", "accuracy", "version"];
     const rows = runs.map((r) =>
       el("tr", { "data-testid": "run-row", "data-dag-id": r.dag_id, "data-run-id": r.run_id, "data-task-id": r.task_id }, [
         el("td", {}, r.dag_id),
         el("td", {}, withLinks ? el("a", { href: runHref(r) }, r.run_id) : r.run_id),
         el("td", {}, r.task_id),
+        el("td", { "data-col": "operator" }, r.operator_name || DASH),
         el("td", {}, stateBadge(r.state)),
         el("td", {}, layout(r.layout)),
         el("td", { class: "num" }, duration(r.duration_s)),
@@ -103,12 +105,14 @@
     return [xs].concat(ys);
   }
 
-  function chart(key, title, xLabel, named) {
+  /* yRange: [min, max] fixes the y axis (percent charts: 0-100), else uPlot fits it to the data. */
+  function chart(key, title, xLabel, named, yRange) {
     const shown = named.filter((s) => s.y.some((v) => v !== null));
     const box = el("div", { class: "chart", "data-chart": key }, el("h3", {}, title));
     const plotted = {};
     shown.forEach((s) => (plotted[s.label] = { x: s.x, y: s.y }));
     box.setAttribute("data-series", JSON.stringify(plotted));
+    if (yRange) box.setAttribute("data-y-range", JSON.stringify(yRange));
     if (!shown.length) {
       box.append(el("p", { class: "empty" }, "nothing recorded"));
       return box;
@@ -117,7 +121,7 @@
       const opts = {
         width: Math.max(360, box.clientWidth - 16),
         height: 240,
-        scales: { x: { time: false } },
+        scales: yRange ? { x: { time: false }, y: { range: yRange } } : { x: { time: false } },
         axes: [{ label: xLabel }, { size: 64 }],
         series: [{ label: xLabel }].concat(
           shown.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: i ? 1 : 2, spanGaps: true }))
@@ -161,6 +165,7 @@
 
   function runCharts(detail) {
     const s = detail.series;
+    const ranges = s.y_range || {};
     const others = detail.previous.filter((p) => p.series);
     const loss = [{ label: "this run", x: s.loss.x, y: s.loss.y }].concat(
       others.map((p) => ({ label: label(p, false), x: p.series.loss.x, y: p.series.loss.y }))
@@ -182,8 +187,8 @@
       chart("loss", "Loss", "step", loss),
       chart("throughput", "Throughput", "seconds", tput),
       chart("mfu", "MFU", "step", mfu),
-      chart("neuroncores", "NeuronCore utilization (%)", "seconds", cores),
-      chart("host", "Host CPU utilization (%)", "seconds", hosts),
+      chart("neuroncores", "NeuronCore utilization (%)", "seconds", cores, ranges.neuroncores),
+      chart("host", "Host CPU utilization (%)", "seconds", hosts, ranges.host),
       chart("eval", "Evaluation", "step", evals),
     ]);
   }
@@ -193,19 +198,36 @@
     return [el("ul", { class: "notes", "data-testid": "stream-notes" }, stream.notes.map((n) => el("li", {}, n)))];
   }
 
+  /* How to get curves, as the server words it (detail.help), with its example and where the docs say more. */
+  function helpSection(help) {
+    const docs = help.docs_url ? el("a", { href: help.docs_url, target: "_blank", rel: "noopener" }, help.docs) : help.docs;
+    return el("section", { class: "help", "data-testid": "help" }, [
+      el("p", {}, help.text),
+      el("pre", {}, help.example),
+      el("p", {}, ["More: ", docs, "."]),
+    ]);
+  }
+
+  function noJobView(detail) {
+    return [
+      el("h2", {}, detail.dag_id + " \u00b7 " + detail.run_id),
+      el("p", { class: "empty", "data-testid": "no-job" }, "No Trainium job in this DAG run: nothing to plot."),
+      helpSection(detail.help),
+    ];
+  }
+
   function runView(detail) {
+    if (!detail.run) return noJobView(detail);
     const run = detail.run;
     const parts = [el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series, detail.stream)];
     parts.push(...streamNotes(detail.stream));
     if (detail.series) {
-      const p = detail.series.progress;
-      if (p && p.step !== null && p.total_steps) {
-        parts.push(el("p", { "data-testid": "progress" }, "step " + p.step + "/" + p.total_steps + " (" + Math.round((100 * p.step) / p.total_steps) + "%)"));
-      }
+      if (detail.stream.progress) parts.push(el("p", { "data-testid": "progress" }, detail.stream.progress));
       parts.push(runCharts(detail));
-    } else {
-      parts.push(el("p", { class: "empty", "data-testid": "no-stream" }, "No metrics stream for this run (yet): its job wrote no stream/ folder under its output."));
+    } else if (detail.help) {
+      parts.push(helpSection(detail.help));
     }
+    if (!run.training) return parts; // a job that is not a training registers no model to compare
     parts.push(el("h3", {}, "Previous versions of " + (run.model ? run.model.name : "this model")));
     if (detail.previous.length) {
       parts.push(runsTable(detail.previous.map((p) => p.run), true));
@@ -228,6 +250,10 @@
   async function showRun() {
     const detail = await getJson(runPath());
     main.replaceChildren(...runView(detail));
+    if (!detail.run) {
+      status.textContent = "run " + detail.run_id + ": no Trainium job";
+      return;
+    }
     status.textContent = "run " + detail.run.run_id;
     document.body.setAttribute("data-state", detail.run.state || "none");
     if (!ENDED.has(detail.run.state)) setTimeout(refresh, REFRESH_MS);
@@ -238,6 +264,7 @@
     try {
       const detail = await getJson(runPath());
       main.replaceChildren(...runView(detail));
+      if (!detail.run) return;
       document.body.setAttribute("data-state", detail.run.state || "none");
       document.body.setAttribute("data-refreshes", String(++refreshes));
       status.textContent = "run " + detail.run.run_id + (ENDED.has(detail.run.state) ? "" : " (live)");
@@ -251,18 +278,18 @@
   async function showList() {
     const data = await getJson("api/runs");
     if (!data.runs.length) {
-      main.append(el("p", { class: "empty", "data-testid": "no-runs" }, "No training runs yet in the DAGs you may read."));
+      main.append(el("p", { class: "empty", "data-testid": "no-runs" }, "No Trainium jobs yet in the DAGs you may read."));
     } else {
       main.append(runsTable(data.runs, true));
     }
-    status.textContent = data.total + " training run" + (data.total === 1 ? "" : "s");
+    status.textContent = data.total + " Trainium job" + (data.total === 1 ? "" : "s");
   }
 
   (params.get("dag_id") && params.get("run_id") ? showRun() : showList())
     .then(() => document.body.setAttribute("data-loaded", "true"))
     .catch((err) => {
       if (err.message.startsWith("404")) {
-        main.append(el("p", { class: "empty", "data-testid": "not-found" }, "No training task in this DAG run."));
+        main.append(el("p", { class: "empty", "data-testid": "not-found" }, "No such DAG run, or its DAG is not one you may read."));
       }
       status.textContent = "error: " + err.message;
       document.body.setAttribute("data-loaded", "error");

@@ -64,8 +64,10 @@ class Rows:
         xcoms: dict[str, Any] | None = None,
         rendered: dict[str, Any] | None = None,
         map_index: int = -1,
+        custom_operator_name: str | None = None,
     ) -> None:
-        """A task instance (its DAG run made on first use) with XComs and rendered fields."""
+        """A task instance (its DAG run made on first use) with XComs and rendered fields; ``operator`` and
+        ``custom_operator_name`` as Airflow records them (a decorated task: its class, and ``@task.<name>``)."""
         from airflow.models.dagrun import DagRun
         from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
         from airflow.models.taskinstance import TaskInstance as TI
@@ -88,6 +90,7 @@ class Rows:
                     id=uuid.uuid4(),
                     **key,
                     operator=operator,
+                    custom_operator_name=custom_operator_name,
                     state=state,
                     pool="default_pool",
                     try_number=1,

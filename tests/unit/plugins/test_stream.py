@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_trainium.plugins import stream as view_stream
-from airflow_provider_trainium.plugins.stream import build_series
+from airflow_provider_trainium.plugins.stream import build_series, progress_label
 from trainium_trainer.boundary import StreamFormatError, parse_chunk
 from trainium_trainer.common.stream import read_records
 
@@ -233,3 +233,25 @@ def test_sources_beyond_the_limit_are_not_read_and_the_read_says_so(tmp_path, mo
         write_chunk(tmp_path, f"monitor-node{node}", 0, [{"v": 1, "time": 1.0, "kind": "host", "node": node}])
     read = read_with_notes(tmp_path)
     assert sorted(read.sources) == ["monitor-node0", "monitor-node1"] and read.capped
+
+
+@pytest.mark.parametrize(
+    ("progress", "state", "label"),
+    [
+        ({"step": 12, "total_steps": 1000}, "running", "step 12/1000 (1%)"),
+        ({"step": 5, "total_steps": 1000}, "running", "step 5/1000 (1%)"),  # half a percent rounds up, as in JS
+        ({"step": 7, "total_steps": None}, "running", "step 7"),  # a script that never gave total_steps
+        ({"step": 100, "total_steps": 110}, "success", "last logged step 100"),
+        ({"step": 100, "total_steps": 110}, "failed", "last logged step 100"),
+        ({"step": None, "total_steps": None}, "running", None),
+    ],
+)
+def test_a_runs_progress_line_while_it_runs_and_once_it_ended(progress, state, label):
+    assert progress_label(progress, state) == label
+
+
+def test_utilization_charts_are_percent_from_0_to_100(tmp_path):
+    host = {"v": 1, "kind": "host", "time": 1000.0, "node": 0, "cpu_percent": 3.0}
+    write_chunk(tmp_path, "monitor-node0", 0, [host])
+    series = build_series(read_stream(tmp_path.as_uri()))
+    assert series["y_range"] == {"neuroncores": [0, 100], "host": [0, 100]}
