@@ -4,6 +4,10 @@ The worst case is every node billed for the whole execution timeout: nodes x hou
 A budget without a timeout has no worst case, so it is refused too (the run could cost anything) unless
 ``allow_over_budget_estimate`` is set; that flag starts either run anyway and leaves the mid-run guard
 as the only stop. Both settings are templated operator fields, so they are read here from strings too.
+
+A job task given a budget but no ``execution_timeout`` gets the longest timeout its budget affords
+(:func:`budget_timeout`), never more than the default: otherwise the 24 h default alone would refuse every
+budget below a day's price, and a task could only run by repeating its budget as a timeout.
 """
 
 from __future__ import annotations
@@ -80,6 +84,18 @@ def _timeout_seconds(execution_timeout: timedelta | float | None) -> float | Non
     return float(seconds)
 
 
+def _check_layout_and_budget(nodes: int, max_cost_usd: float | None) -> None:
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be a whole number of at least 1, got {nodes!r}")
+    if max_cost_usd is not None and (
+        isinstance(max_cost_usd, bool)
+        or not isinstance(max_cost_usd, int | float)
+        or not math.isfinite(max_cost_usd)
+        or max_cost_usd <= 0
+    ):
+        raise ValueError(f"max_cost_usd must be a positive number of USD, got {max_cost_usd!r}")
+
+
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.4g}h"
 
@@ -96,15 +112,7 @@ def check_budget(
 
     ``execution_timeout`` is a timedelta or seconds; no budget (None) means no check. Returns the figures.
     """
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ValueError(f"nodes must be a whole number of at least 1, got {nodes!r}")
-    if max_cost_usd is not None and (
-        isinstance(max_cost_usd, bool)
-        or not isinstance(max_cost_usd, int | float)
-        or not math.isfinite(max_cost_usd)
-        or max_cost_usd <= 0
-    ):
-        raise ValueError(f"max_cost_usd must be a positive number of USD, got {max_cost_usd!r}")
+    _check_layout_and_budget(nodes, max_cost_usd)
     price = price_of(instance_type, prices)
     hourly = price.usd_per_hour * nodes
     timeout_s = _timeout_seconds(execution_timeout)
@@ -123,9 +131,53 @@ def check_budget(
         )
     raise OverBudgetError(
         f"worst case ${worst:.2f} exceeds max_cost_usd ${max_cost_usd:.2f}: {layout} x execution_timeout "
-        f"{_hours(timeout_s)}. Raise max_cost_usd, shorten execution_timeout to at most "
-        f"{_hours(max_cost_usd / hourly * 3600)}, use fewer nodes, or set allow_over_budget_estimate=True"
+        f"{_hours(timeout_s)}. Change one number: {_fixes(nodes, price.usd_per_hour, timeout_s, max_cost_usd)}; "
+        "or set allow_over_budget_estimate=True"
     )
+
+
+def _fixes(nodes: int, node_usd_per_hour: float, timeout_s: float, max_cost_usd: float) -> str:
+    """Each single change that makes the worst case fit, with its number: a refusal says what to type, not only
+    which settings exist."""
+    worst = nodes * node_usd_per_hour * timeout_s / 3600
+    fixes = [
+        f"max_cost_usd to at least ${math.ceil(worst * 100) / 100:.2f}",
+        f"execution_timeout to at most {_hours(max_cost_usd / (nodes * node_usd_per_hour) * 3600)}",
+    ]
+    fitting_nodes = math.floor(max_cost_usd / (node_usd_per_hour * timeout_s / 3600))
+    if fitting_nodes < 1:
+        return " or ".join(fixes) + f" (no node count fits: one node for {_hours(timeout_s)} costs more)"
+    return f"{fixes[0]}, {fixes[1]} or nodes to at most {fitting_nodes}"
+
+
+#: Shorter than this, a budget-derived timeout would end the job before it could do anything: refused instead.
+MIN_BUDGET_TIMEOUT_S = 60
+
+
+def budget_timeout(
+    nodes: int,
+    instance_type: str,
+    max_cost_usd: float,
+    longest: timedelta,
+    prices: Mapping[str, Price] | None = None,
+) -> timedelta:
+    """The longest job timeout ``max_cost_usd`` affords for ``nodes`` x ``instance_type``, at most ``longest``.
+
+    Whole seconds, rounded down, so the worst case the guard then computes is never above the budget. A budget
+    that affords under a minute is refused (:class:`OverBudgetError`): such a job would time out at once.
+    """
+    _check_layout_and_budget(nodes, max_cost_usd)
+    price = price_of(instance_type, prices)
+    hourly = price.usd_per_hour * nodes
+    seconds = math.floor(max_cost_usd / hourly * 3600)
+    if seconds < MIN_BUDGET_TIMEOUT_S:
+        raise OverBudgetError(
+            f"max_cost_usd ${max_cost_usd:.2f} affords {seconds} s of {nodes} x {instance_type} at "
+            f"${price.usd_per_hour:.2f}/h (prices of {price.as_of}), under a minute. Raise max_cost_usd to at least "
+            f"${math.ceil(hourly * MIN_BUDGET_TIMEOUT_S / 36) / 100:.2f}"
+            + (f" or use fewer nodes than {nodes}" if nodes > 1 else "")
+        )
+    return min(timedelta(seconds=seconds), longest)
 
 
 #: The DAG param whose schema ``maximum`` is the DAG author's budget ceiling (``params.budget_params``).

@@ -21,6 +21,8 @@ from airflow_provider_trainium.operators.defaults import wait_options
 from trainium_trainer import boundary
 
 if TYPE_CHECKING:
+    import logging
+
     from airflow.sdk import Context
 
     from airflow_provider_trainium.compute.base import ComputeBackend
@@ -97,10 +99,13 @@ class JobSpecMixin:
         placement_timeout: float | None
         local_max_processes_per_node: int
         execution_timeout: timedelta | None
+        max_cost_usd: float | str | None
+        log: logging.Logger
         dag: Any
         _config: TrainiumConfig | None
         _node_count: int | None
         _backend: ComputeBackend | None
+        _prepared: PreparedJob | None
 
         def has_dag(self) -> bool: ...
 
@@ -125,7 +130,39 @@ class JobSpecMixin:
 
     # -- what to run --------------------------------------------------------------------------------
     def job_timeout(self) -> timedelta:
-        return self.execution_timeout or DEFAULT_TIMEOUT
+        """The job's own timeout: ``execution_timeout``, else the one this try's spec was built with (a budget's
+        default, :meth:`spec_timeout`), else ``DEFAULT_TIMEOUT``. The wait's deadline and the deferral's timeout
+        read it, so they stop the job when the budget check assumed it stops."""
+        if self.execution_timeout:
+            return self.execution_timeout
+        prepared = getattr(self, "_prepared", None)
+        if prepared is not None:
+            return timedelta(seconds=prepared.spec.timeout_seconds)
+        return DEFAULT_TIMEOUT
+
+    def spec_timeout(self, context: Context, config: TrainiumConfig) -> timedelta:
+        """The timeout the job is built with: ``execution_timeout`` when set; with a budget (the run's, under the
+        DAG's ceiling) and none, the longest the budget affords, at most ``DEFAULT_TIMEOUT``.
+
+        Without that default the 24 h default alone sets the worst case, so a budget under a day's price is
+        refused although the job may need an hour; the task log says which timeout the budget chose.
+        """
+        if self.execution_timeout:
+            return self.execution_timeout
+        from airflow_provider_trainium.neuron.budget import budget_timeout, capped_budget, dag_budget_ceiling
+        from airflow_provider_trainium.neuron.pricing import prices_for
+
+        budget = capped_budget(self.max_cost_usd, dag_budget_ceiling(context.get("dag")))
+        if budget is None:
+            return DEFAULT_TIMEOUT
+        nodes, instance_type = self._nodes(), str(self.instance_type)
+        timeout = budget_timeout(nodes, instance_type, budget, DEFAULT_TIMEOUT, prices_for(config))
+        self.log.info(
+            "no execution_timeout: the job's timeout is %.4gh, the longest max_cost_usd $%.2f affords for %d x %s "
+            "(at most %.4gh)",
+            timeout.total_seconds() / 3600, budget, nodes, instance_type, DEFAULT_TIMEOUT.total_seconds() / 3600,
+        )  # fmt: skip
+        return timeout
 
     @staticmethod
     def task_instance_prefix(context: Context, config: TrainiumConfig, kind: str) -> str:
@@ -217,7 +254,7 @@ class JobSpecMixin:
             distributed=self.distributed,
             workload=self.workload,  # type: ignore[arg-type]
             image=self.image or config.image,
-            timeout_seconds=int(self.job_timeout().total_seconds()),
+            timeout_seconds=int(self.spec_timeout(context, config).total_seconds()),
             checkpoint_uri=self.checkpoint_uri,
             output_uri=self.output_uri or prefix,
             wrapper=self.wrapper(backend),

@@ -39,3 +39,26 @@ def test_a_symlink_in_code_dir_is_refused_and_nothing_is_uploaded(tmp_path):
     with pytest.raises(CodeBundleError, match="symlink, helper.py"):
         operator.code_uri({}, TrainiumConfig(artifact_root=root.as_uri()))
     assert not root.exists()
+
+
+def test_execution_timeout_is_the_jobs_timeout_and_a_budget_sets_it_when_absent(tmp_path, monkeypatch):
+    """Two trn1.32xlarge nodes cost $43/h: $50 affords 4186 s; an explicit hour is kept as it is."""
+    from datetime import timedelta
+
+    from airflow.sdk import DAG
+
+    from tests.conftest import set_trainium_connection
+    from tests.unit.operators.test_job import context
+
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+    timeouts = {}
+    for name, extra in (("budget", {}), ("given", {"execution_timeout": timedelta(hours=1)})):
+        with DAG(f"timeout_{name}", schedule=None):
+
+            @trainium_task(instance_type="trn1.32xlarge", nodes=2, max_cost_usd=50, compute="local", **extra)
+            def train() -> int:
+                return 1
+
+            operator = train().operator
+        timeouts[name] = operator.prepare(context()).spec.timeout_seconds
+    assert timeouts == {"budget": 4186, "given": 3600}

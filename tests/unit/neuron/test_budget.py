@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_provider_trainium.neuron.budget import OverBudgetError, check_budget
+from airflow_provider_trainium.neuron.budget import OverBudgetError, budget_timeout, check_budget
 from airflow_provider_trainium.neuron.pricing import PRICES, parse_prices
 
 TRN1 = PRICES["trn1.32xlarge"].usd_per_hour
@@ -59,3 +59,33 @@ def test_the_guard_uses_the_given_prices():
 def test_bad_arguments_are_clear_errors(args, message):
     with pytest.raises(ValueError, match=message):
         check_budget(*args)
+
+
+def test_a_refusal_names_the_number_each_setting_would_need():
+    """Four trn1.32xlarge nodes for 2 h cost $172: a $100 budget fits any one of these changes."""
+    with pytest.raises(OverBudgetError) as err:
+        check_budget(4, "trn1.32xlarge", timedelta(hours=2), 100.0)
+    assert (
+        f"Change one number: max_cost_usd to at least ${8 * TRN1:.2f}, execution_timeout to at most "
+        f"{100.0 / (4 * TRN1):.4g}h or nodes to at most 2; or set allow_over_budget_estimate=True"
+    ) in str(err.value)
+
+
+def test_a_refusal_says_when_no_node_count_fits():
+    with pytest.raises(OverBudgetError, match=r"at most 0\.4651h \(no node count fits: one node for 1h costs more\)"):
+        check_budget(2, "trn1.32xlarge", timedelta(hours=1), 20.0)
+
+
+def test_the_budget_timeout_is_the_longest_the_budget_affords_in_whole_seconds_at_most_the_longest():
+    assert budget_timeout(2, "trn1.32xlarge", 50.0, timedelta(hours=24)) == timedelta(seconds=4186)
+    assert check_budget(2, "trn1.32xlarge", timedelta(seconds=4186), 50.0).within  # rounded down: it fits
+    assert budget_timeout(2, "trn1.32xlarge", 5000.0, timedelta(hours=24)) == timedelta(hours=24)
+    prices = {**PRICES, **parse_prices({"trn1.32xlarge": 1.0}, "test")}
+    assert budget_timeout(1, "trn1.32xlarge", 0.5, timedelta(hours=24), prices) == timedelta(minutes=30)
+
+
+def test_a_budget_that_affords_under_a_minute_is_refused_with_the_budget_a_minute_needs():
+    with pytest.raises(OverBudgetError, match=r"affords 41 s of 2 x trn1\.32xlarge .* at least \$0\.72 or use fewer"):
+        budget_timeout(2, "trn1.32xlarge", 0.5, timedelta(hours=24))
+    with pytest.raises(ValueError, match="max_cost_usd must be a positive number"):
+        budget_timeout(1, "trn1.32xlarge", -1.0, timedelta(hours=24))
