@@ -1,10 +1,10 @@
-"""Where the view reads a training run's stream: derived from the run's identity, not taken from an XCom.
+"""Where the view reads a job's stream: derived from the task instance's identity, not taken from an XCom.
 
 Airflow users who may edit XComs could otherwise point the API server at any URL (the view used to open the
 task's ``return_value`` on any fsspec scheme). So the output location is the one the operator itself
 computes, ``<artifact_root>/runs/<dag_id>/<run key>/<task_id>[/<map_index>]``
 (``TrainiumJobOperator.task_instance_prefix``), or the task's own rendered ``output_uri`` when its DAG sets one;
-it is known before the job ends, so a running training shows its curves. An XCom naming another place is
+it is known before the job ends, so a running job shows its curves. An XCom naming another place is
 ignored with a note. The location must then pass ``artifacts.confined`` (``file://`` or ``s3://`` inside the
 artifact root) and, under ``<root>/runs/``, lie in this DAG's own folder (another DAG's runs are its readers').
 """

@@ -62,7 +62,7 @@ def external_views() -> list[dict[str, Any]]:
 
 
 class TrainiumViewPlugin(AirflowPlugin):
-    """Training runs across DAGs: layout, cost, final metrics, registered version and the live metrics stream."""
+    """Trainium jobs across DAGs: layout, cost, final metrics, registered version and the live metrics stream."""
 
     name = "trainium"
     fastapi_apps = [{"name": "trainium-view", "app": TrainiumViewApp(), "url_prefix": URL_PREFIX}]

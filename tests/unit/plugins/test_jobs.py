@@ -170,3 +170,12 @@ def test_help_never_answers_for_a_dag_the_user_may_not_read(client, auth_manager
     assert resp.status_code == 404 and "help" not in resp.json()
     missing = client.get(f"/api/runs/{blue}/no-such-run", headers=red_user)
     assert missing.status_code == 404 and missing.json()["detail"].split()[:3] == resp.json()["detail"].split()[:3]
+
+
+def test_the_help_links_the_projects_documentation():
+    import tomllib
+
+    from airflow_provider_trainium.plugins.app import HELP
+
+    project = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
+    assert HELP["docs_url"] == project["project"]["urls"]["Documentation"]
