@@ -18,7 +18,8 @@ platform's own variables are mapped onto them here by one adapter in ``PLATFORM_
 ``AWS_BATCH_JOB_NUM_NODES``, ``AWS_BATCH_JOB_NODE_INDEX`` and ``AWS_BATCH_JOB_MAIN_NODE_INDEX`` on every node, and
 ``AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS`` on the children only: the main node uses its own address.
 ``TRAINIUM_RANK_LOG_DIR`` (local compute) tees torchrun's per-rank log files to the console.
-Next to torchrun, each node runs its device/host sampler (``trainium_trainer.common.monitor``) into the metrics stream.
+Next to the job (torchrun, or its one process when not ``distributed``), each node runs its device/host sampler
+(``trainium_trainer.common.monitor``) into the metrics stream.
 ``--dry-run`` or ``TRAINIUM_LAUNCH_DRY_RUN=1`` prints the command as JSON and exits 0 instead of running it.
 
 Runs inside the container, so it imports neither Airflow nor the provider (nor torch: it only execs torchrun).
@@ -256,9 +257,10 @@ def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.e
     """The node's device/host sampler (``trainium_trainer.common.monitor``), or None when there is nothing to write to.
 
     It writes under the trainer's ``--output-uri`` (or ``TRAINIUM_OUTPUT_URI``) and watches this process: the
-    launcher becomes torchrun (exec keeps the pid), so the sampler stops when torchrun ends. Only for torchrun
-    jobs: not for single-process steps (data preparation, evaluation: their output folders are data), nor for
-    compile trials, nor with ``TRAINIUM_MONITOR=0``.
+    launcher becomes torchrun or the single process (exec keeps the pid), or stays the parent of a user's job, so
+    the sampler stops when the job ends. Every job gets one, ``distributed=False`` included, but for the project's
+    own single-process steps (a ``trainium_trainer`` module without ``--user-code``: data preparation, evaluation),
+    whose output folders are data that later steps read, compile trials, and ``TRAINIUM_MONITOR=0``.
     """
     args, rest = parse_args(argv)
     output = env.get(boundary.ENV_OUTPUT_URI, "").strip()
@@ -267,7 +269,9 @@ def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.e
             output = rest[i + 1]
         elif word.startswith("--output-uri="):
             output = word.split("=", 1)[1]
-    if not output or env.get(boundary.ENV_MONITOR, "1") == "0" or args.single_process:
+    if not output or env.get(boundary.ENV_MONITOR, "1") == "0":
+        return None
+    if args.single_process and not args.user_code:
         return None
     if args.wrap or "--compile-only" in rest:
         return None

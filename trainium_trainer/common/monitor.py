@@ -7,8 +7,9 @@ PATH (CPU machines, tests), a host sampler writes host records with the same sch
 
     python -m trainium_trainer.common.monitor --output-uri URI --node N [--every-s 5] [--parent PID]
 
-The launcher starts it next to torchrun. It stops on SIGTERM or as soon as ``--parent`` is no longer its
-parent (torchrun ended), writing what it buffered. It never fails the job: errors end only the sampler.
+The launcher starts it next to the job (torchrun, or its one process). It stops on SIGTERM or as soon as
+``--parent`` is no longer its parent (the job ended), writing what it buffered; a job shorter than the first
+sample's wait still gets one sample. It never fails the job: errors end only the sampler.
 Imports neither torch nor Airflow.
 """
 
@@ -176,12 +177,16 @@ class Sampler:
         return not self.should_stop()
 
     def _host(self) -> None:
-        """The first sample after at most a second (short jobs get one too), then one every period."""
+        """The first sample after at most a second, then one every period; a job that ended sooner still gets one,
+        taken as the sampler stops, so every job's stream shows its node."""
         sampler = HostSampler(self.node)
         wait = min(1.0, self.every_s)
+        sampled = False
         while self._wait(wait):
             self.writer.append(sampler.sample())
-            wait = self.every_s
+            sampled, wait = True, self.every_s
+        if not sampled:
+            self.writer.append(sampler.sample())
 
     def _neuron_monitor(self, binary: str) -> bool:
         """Follow neuron-monitor's reports; False if it could not run (the host sampler takes over)."""

@@ -68,3 +68,34 @@ def test_the_monitor_stops_when_its_parent_ends(tmp_path: Path) -> None:
         if not ended:  # the test failed: leave nothing behind
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+#: The job: one process that runs until its node's monitor has written a chunk (a job runs far longer than the
+#: monitor takes to start), or fails after 30 s without one.
+UNTIL_MONITORED = """
+import pathlib, sys, time
+chunks = pathlib.Path(sys.argv[1]) / "stream" / "monitor-node0"
+deadline = time.monotonic() + 30
+while not list(chunks.glob("*.jsonl")):
+    if time.monotonic() > deadline:
+        sys.exit("no node monitor records")
+    time.sleep(0.05)
+"""
+
+
+def test_a_single_process_local_job_leaves_node_monitor_records(tmp_path: Path) -> None:
+    """``distributed=False``: the launcher runs the one process without torchrun and starts the sampler next to it."""
+    from airflow_provider_trainium.compute.base import JobState
+    from airflow_provider_trainium.compute.local.backend import LocalBackend
+    from airflow_provider_trainium.neuron.spec import JobSpec
+
+    out = tmp_path / "out"
+    every = {"TRAINIUM_MONITOR_EVERY_S": "0.1", "TRAINIUM_STREAM_EVERY_S": "0"}
+    spec = JobSpec(name="one", command=("python", "-c", UNTIL_MONITORED), args=(str(out),), distributed=False,
+                   output_uri=out.as_uri(), env=every)  # fmt: skip
+    backend = LocalBackend(tmp_path / "state", max_processes_per_node=2)
+    lines: list[str] = []
+    status = backend.wait(backend.submit(spec, "one", {}), lines.append, 300)
+    assert status.state is JobState.SUCCEEDED, "\n".join(lines)
+    records = stream.read_records(out.as_uri(), stream.monitor_source(0))
+    assert records and {(r["kind"], r["node"]) for r in records} == {("host", 0)}

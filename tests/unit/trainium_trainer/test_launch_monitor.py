@@ -1,4 +1,4 @@
-"""The launcher starts the node's sampler next to torchrun, writing under the trainer's output URI."""
+"""The launcher starts the node's sampler next to every job, writing under the trainer's output URI."""
 
 from __future__ import annotations
 
@@ -40,7 +40,11 @@ def test_output_uri_from_the_environment() -> None:
     ("argv", "env"),
     [
         (["--nodes=1", "--nproc-per-node=2", "--module=m"], {}),  # nowhere to write
-        (["--nodes=1", "--single-process", "--module=m"], {"TRAINIUM_OUTPUT_URI": "s3://b/data"}),  # no torchrun
+        # the project's own single-process step (data preparation): its output folder is data
+        (
+            ["--nodes=1", "--single-process", "--module=trainium_trainer.llama.prepare"],
+            {"TRAINIUM_OUTPUT_URI": "s3://b/d"},
+        ),
         (["--nodes=1", "--nproc-per-node=2", "--module=m", "--", "--output-uri=s3://b/r", "--compile-only"], {}),
         (
             ["--nodes=1", "--nproc-per-node=2", "--wrap=neuron_parallel_compile", "--module=m"],
@@ -52,10 +56,27 @@ def test_output_uri_from_the_environment() -> None:
         ),
     ],
 )
-def test_no_sampler_without_output_or_torchrun_for_compile_trials_or_switched_off(argv: list[str], env: dict) -> None:
+def test_no_sampler_without_output_for_project_data_steps_compile_trials_or_switched_off(
+    argv: list[str], env: dict
+) -> None:
     assert monitor_command(argv, env) is None
 
 
 def test_a_multi_node_job_without_its_batch_variables_is_refused() -> None:
     with pytest.raises(LaunchError):
         monitor_command(["--nodes=2", "--nproc-per-node=2", "--module=m"], {"TRAINIUM_OUTPUT_URI": "s3://b/r"})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--nodes=1", "--single-process", "--user-code", "--module=my_project.train"],
+        ["--nodes=1", "--single-process", "--user-code", "--command", "--", "python", "train.py"],
+    ],
+    ids=["module", "command"],
+)
+def test_a_single_process_users_job_gets_the_sampler_too(argv: list[str]) -> None:
+    """``distributed=False`` is still a job on a paid node: its stream shows the node like any other's."""
+    command = monitor_command(argv, {"TRAINIUM_OUTPUT_URI": "s3://b/run"}, python="py")
+    assert command[:3] == ["py", "-m", "trainium_trainer.common.monitor"]
+    assert flags(command) == {"output-uri": "s3://b/run", "node": "0", "parent": str(os.getpid())}

@@ -71,6 +71,15 @@ def test_without_neuron_monitor_the_host_sampler_runs(tmp_path: Path, monkeypatc
     assert len(records) >= 2 and {r["kind"] for r in records} == {"host"} and records[0]["node"] == 1
 
 
+def test_a_job_that_ends_before_the_first_sample_still_gets_one(tmp_path: Path, monkeypatch) -> None:
+    """A short single-process job ends inside the first second: its stream still shows its node."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    writer = stream.StreamWriter(str(tmp_path), stream.monitor_source(0), every_s=0)
+    assert Sampler(writer, node=0, every_s=5.0, should_stop=lambda: True).run() == "host"
+    (record,) = stream.read_records(str(tmp_path), stream.monitor_source(0))
+    assert record["kind"] == "host" and record["node"] == 0
+
+
 @pytest.mark.process
 def test_neuron_monitor_reports_on_stdout_are_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in ``neuron-monitor`` on PATH that prints the documented sample once per period, as the tool does."""
