@@ -20,7 +20,10 @@ unknown kinds and keys are kept, for the caller to ignore.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import operator
 import os
 import posixpath
 import re
@@ -146,6 +149,11 @@ ENV_PROGRESS_EVERY_S = "TRAINIUM_PROGRESS_EVERY_S"
 ENV_COST_PER_HOUR_USD = "TRAINIUM_COST_PER_HOUR_USD"
 ENV_COST_IS_ESTIMATE = "TRAINIUM_COST_IS_ESTIMATE"
 
+#: The job's own evidence key (hex), which the provider derives from its secret for each job name
+#: (``registry.seal``) and hands to that job alone: the evaluation seals its verdict with it, so no other job
+#: (nor an edit of the file) can make a verdict that checks.
+ENV_EVIDENCE_KEY = "TRAINIUM_EVIDENCE_KEY"
+
 #: Every variable above.
 ENVIRONMENT: frozenset[str] = frozenset(
     value for name, value in dict(globals()).items() if name.startswith("ENV_") and name != "ENV_PREFIX"
@@ -177,6 +185,12 @@ EVALUATION_FILE = "evaluation.json"
 #: a task's state.
 VERDICT_FILE = "verdict.json"
 VERDICT_FORMAT = "trainium-verdict/1"
+#: The field of a sealed record that holds its seal.
+SEAL_FIELD = "seal"
+#: The comparisons a verdict may name, as ``value <comparison> threshold``.
+COMPARISONS: Mapping[str, Any] = MappingProxyType(
+    {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+)
 #: What a run writes next to its model (the live stream, log cursors): not part of the model's fingerprint.
 RUN_BOOKKEEPING_PREFIXES = ("stream/", ".trainium/")
 #: A prepared data set's index, written last (``"skipped": true`` when there was nothing to train on).
@@ -293,3 +307,17 @@ def model_fingerprint(entries: Iterable[tuple[str, int, str]]) -> str:
     for path, size, sha in sorted(entries):
         digest.update(f"{path}\0{size}\0{sha}\n".encode())
     return digest.hexdigest()
+
+
+def seal(record: Mapping[str, Any], key_hex: str) -> str:
+    """HMAC-SHA256, under ``key_hex``, of the record's canonical JSON (every field but the seal itself): what the
+    evaluation job writes and the provider recomputes."""
+    body = {k: v for k, v in record.items() if k != SEAL_FIELD}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hmac.new(bytes.fromhex(key_hex), canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def passes(value: float, comparison: str, threshold: float) -> bool:
+    """Whether ``value <comparison> threshold`` holds; an unknown comparison passes nothing."""
+    compare = COMPARISONS.get(comparison)
+    return bool(compare is not None and compare(value, threshold))

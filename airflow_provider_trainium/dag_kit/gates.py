@@ -35,18 +35,21 @@ def evaluation_gate_task(
 
     @task.short_circuit(task_id=task_id)
     def gate(plan: dict[str, Any], registered: Any = None, **context: Any) -> bool:
-        from airflow_provider_trainium.operators.registry import evaluation_uri
+        from airflow_provider_trainium.operators.registry import evaluation_job_name, evaluation_uri
+        from airflow_provider_trainium.registry.verdict import VerdictError, check_verdict, read_verdict
         from airflow_provider_trainium.registry.verdict import describe as verdict_line
-        from airflow_provider_trainium.registry.verdict import read_verdict
 
         plan = plan_record(context)
-        verdict = read_verdict(fail_on_mismatch(lambda: evaluation_uri(context, evaluation_task_id)))
-        if not isinstance(verdict, dict):
-            print(f"no verdict from {evaluation_task_id!r}: nothing to promote")
+        where = fail_on_mismatch(lambda: evaluation_uri(context, evaluation_task_id))
+        try:
+            job = evaluation_job_name(context, evaluation_task_id)
+            verdict = check_verdict(read_verdict(where), None, where, job, must_pass=False)
+        except VerdictError as err:
+            print(f"no verdict to trust from {evaluation_task_id!r} ({err}): nothing to promote")
             return False
         print(describe(read_evaluation(context, evaluation_task_id), plan, registered))
         print("verdict:", verdict_line(verdict))
-        return verdict.get("passed") is True
+        return verdict["passed"] is True
 
     return gate(plan, registered)
 

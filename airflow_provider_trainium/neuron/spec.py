@@ -59,8 +59,9 @@ USER_ENV_DENIED_PREFIXES: tuple[str, ...] = ("AWS_", "LD_", "PYTHON", *ENV_DENIE
 USER_ENV_DENIED_NAMES: frozenset[str] = frozenset(
     {"BASH_ENV", "ENV", "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
      "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS",
-     # set by the provider for every job (the trainer's input rule): a task's env must not replace it
-     boundary.ENV_ALLOWED_INPUT_PREFIXES}
+     # set by the provider for every job (the trainer's input rule, the job's evidence key): a task's env must not
+     # replace them
+     boundary.ENV_ALLOWED_INPUT_PREFIXES, boundary.ENV_EVIDENCE_KEY}
 )  # fmt: skip
 #: Set by the backends, the container plan and the launcher for every node; a job's env must never override them.
 ENV_RESERVED: frozenset[str] = frozenset(

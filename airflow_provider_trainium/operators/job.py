@@ -54,6 +54,20 @@ __all__ = [
 DEFER_GRACE = timedelta(minutes=5)
 
 
+def with_evidence_key(spec: JobSpec, job_name: str) -> JobSpec:
+    """``spec`` with its job's own evidence key in the environment (``registry.seal``), masked in every log.
+
+    Added only where the job is found or submitted, so the key is in no XCom, no deferral and no prepared spec;
+    it is derived again from the job's name, so every try of a task hands the same job the same key."""
+    from airflow_provider_trainium.compute.local.job_secrets import mask
+    from airflow_provider_trainium.registry.seal import job_key
+    from trainium_trainer import boundary
+
+    key = job_key(job_name)
+    mask(key)
+    return spec.with_changes(env={**spec.env, boundary.ENV_EVIDENCE_KEY: key})
+
+
 class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, ResumableJobMixin, BaseOperator):
     """Run ``python -m <entry_point> <args>``, a ``command`` or a ``script`` (under torchrun when ``distributed``)
     on Trainium compute.
@@ -226,7 +240,8 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
 
         backend = self.backend_for(prepared.compute)
         try:
-            attached = find_or_submit(backend, prepared.spec, prepared.job_name, prepared.tags, self.log.info)
+            spec = with_evidence_key(prepared.spec, prepared.job_name)
+            attached = find_or_submit(backend, spec, prepared.job_name, prepared.tags, self.log.info)
         except JobInputError as err:  # what only the platform could tell (a Spot queue, no such queue)
             raise AirflowFailException(str(err)) from err
         self.remember(context, attached.handle)

@@ -70,6 +70,14 @@ def evaluation_uri(context: Context, evaluation_task_id: str) -> str:
     return task_output_uri(context, evaluation_task_id)
 
 
+def evaluation_job_name(context: Context, evaluation_task_id: str) -> str:
+    """The name of this run's evaluation job, whose key alone seals its verdict (``registry.seal``)."""
+    from airflow_provider_trainium.compute.naming import job_name
+
+    ti = context["ti"]
+    return job_name(ti.dag_id, evaluation_task_id, ti.run_id)
+
+
 def require_verdict(
     context: Context,
     evaluation_task_id: str | None,
@@ -89,7 +97,8 @@ def require_verdict(
     try:
         where = evaluation_uri(context, evaluation_task_id)
         verdict = read_verdict(where, trainium_conn_id=trainium_conn_id)
-        verdict = check_verdict(verdict, fingerprint, where, must_pass=must_pass)
+        job = evaluation_job_name(context, evaluation_task_id)
+        verdict = check_verdict(verdict, fingerprint, where, job, must_pass=must_pass)
     except (VerdictError, ValueError) as err:
         raise AirflowFailException(f"refusing model files {fingerprint[:12]}...: {err}") from err
     log.info("verdict of %s: %s (model files %s...)", evaluation_task_id, describe(verdict), fingerprint[:12])

@@ -4,8 +4,10 @@ Airflow's task states are not evidence: whoever may edit task instances can mark
 success. The evaluation job itself writes ``verdict.json`` to its own output location
 (``trainium_trainer.common.verdict``):
 the metric, the threshold, pass or fail, and the fingerprint of the files it judged (the registry's formula,
-``boundary.model_fingerprint``). Registering and promoting re-read it and refuse a model whose verdict is missing,
-failed, or was computed for other files (``check_verdict``).
+``boundary.model_fingerprint``), sealed with the evaluation job's own key (``registry.seal``). Registering and
+promoting re-read it and refuse a model whose verdict is missing, unsealed or sealed by another key (edited, or
+written by any other job), computed for other files, or failing: pass or fail is recomputed from the sealed value,
+comparison and threshold, never taken from the record's ``passed`` flag (``check_verdict``).
 """
 
 from __future__ import annotations
@@ -42,23 +44,38 @@ def read_verdict(evaluation_uri: str, *, aws_conn_id: str | None = None, trainiu
         raise VerdictError(f"{verdict_uri(evaluation_uri)} is not a verdict record: {err}") from err
 
 
-def check_verdict(verdict: Any, fingerprint: str, evaluation_uri: str, must_pass: bool = True) -> dict[str, Any]:
-    """The verdict, when it judged the files whose fingerprint is ``fingerprint`` and (``must_pass``) passed them;
-    else VerdictError."""
+def check_verdict(
+    verdict: Any, fingerprint: str | None, evaluation_uri: str, job_name: str, must_pass: bool = True
+) -> dict[str, Any]:
+    """The verdict, when the job named ``job_name`` sealed it, it judged the files whose fingerprint is
+    ``fingerprint`` (None: any) and (``must_pass``) its numbers pass; else VerdictError."""
+    from airflow_provider_trainium.registry.seal import job_key, seal_holds
+
     where = verdict_uri(evaluation_uri)
     if verdict is None:
         raise VerdictError(f"no verdict at {where}: the evaluation job did not judge this model (task states are "
                            "not evidence)")  # fmt: skip
     if not isinstance(verdict, dict) or verdict.get("format") != boundary.VERDICT_FORMAT:
         raise VerdictError(f"{where} is not a {boundary.VERDICT_FORMAT} record")
+    if not seal_holds(verdict, job_key(job_name)):
+        raise VerdictError(f"the verdict at {where} is not sealed by evaluation job {job_name}: edited, or written "
+                           "by another job")  # fmt: skip
+    verdict = {**verdict, "passed": verdict_passes(verdict)}
     judged = verdict.get("model_fingerprint")
-    if judged != fingerprint:
+    if fingerprint is not None and judged != fingerprint:
         raise VerdictError(f"the verdict at {where} judged model files {str(judged)[:12]}..., not these "
-                           f"({fingerprint[:12]}...): it says nothing about them")  # fmt: skip
+                           f"({str(fingerprint)[:12]}...): it says nothing about them")  # fmt: skip
     if must_pass and verdict.get("passed") is not True:
         raise VerdictError(f"the verdict at {where} failed the model: {verdict.get('metric')} {verdict.get('value')} "
                            f"(needs {verdict.get('comparison')} {verdict.get('threshold')})")  # fmt: skip
     return verdict
+
+
+def verdict_passes(verdict: dict[str, Any]) -> bool:
+    """Pass or fail from the verdict's own numbers (``boundary.passes``), whatever its ``passed`` flag says."""
+    value, threshold = verdict.get("value"), verdict.get("threshold")
+    numbers = all(isinstance(n, int | float) and not isinstance(n, bool) for n in (value, threshold))
+    return numbers and boundary.passes(value, str(verdict.get("comparison")), threshold)  # type: ignore[arg-type]
 
 
 def files_fingerprint(path: Any) -> str:

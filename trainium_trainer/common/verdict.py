@@ -4,11 +4,14 @@ it judged, written to the job's own output location.
 Why a record and not the job's exit status: Airflow's task state can be edited by whoever may edit task
 instances (mark success), so promotion re-reads this record instead (``registry.verdict``). The fingerprint is the
 registry's (``boundary.model_fingerprint``), so a verdict holds only for the very files the registry publishes.
+The record is sealed with the job's own evidence key (``boundary.ENV_EVIDENCE_KEY``), so the provider can tell it
+from one another job or an edit wrote.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 from trainium_trainer import boundary
@@ -43,11 +46,11 @@ def write_verdict(
     value: float,
     threshold: float,
     comparison: str,
-    passed: bool,
     details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Hash the model's files now (after anything the evaluation wrote next to them) and write the record to
-    ``<output_uri>/verdict.json``; returns it."""
+    ``<output_uri>/verdict.json``; returns it. Pass or fail is ``value <comparison> threshold`` over the recorded
+    numbers (``boundary.passes``), the rule the provider applies again."""
     entries = model_entries(model_uri)
     record = {
         "format": boundary.VERDICT_FORMAT,
@@ -55,11 +58,14 @@ def write_verdict(
         "value": value,
         "threshold": threshold,
         "comparison": comparison,
-        "passed": bool(passed),
+        "passed": boundary.passes(value, comparison, threshold),
         "model_uri": model_uri,
         "model_fingerprint": boundary.model_fingerprint(entries),
         "model_files": len(entries),
         "details": details or {},
     }
+    key = os.environ.get(boundary.ENV_EVIDENCE_KEY)
+    if key:
+        record[boundary.SEAL_FIELD] = boundary.seal(record, key)
     uris.write_json(uris.join(output_uri, boundary.VERDICT_FILE), record)
     return record

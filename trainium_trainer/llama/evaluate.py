@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> None:
         value=result["eval_loss"],
         threshold=round(base_loss - args.min_improvement, 6),
         comparison="<",
-        passed=result["improved"],
         details=result,
     )
     log.info(

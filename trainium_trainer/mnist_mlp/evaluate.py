@@ -69,7 +69,6 @@ def main(argv: list[str] | None = None) -> None:
     uris.write_json(uris.join(args.model_uri, boundary.EVALUATION_FILE), result)
     log.info("evaluation %s", result)
     if args.output_uri:
-        passed = accuracy >= args.min_accuracy
         verdict = write_verdict(
             args.output_uri,
             model_uri=args.model_uri,
@@ -77,10 +76,10 @@ def main(argv: list[str] | None = None) -> None:
             value=result["accuracy"],
             threshold=args.min_accuracy,
             comparison=">=",
-            passed=passed,
             details=result,
         )
-        log.info("verdict: %s for model files %s", "passed" if passed else "failed", verdict["model_fingerprint"][:12])
+        state = "passed" if verdict["passed"] else "failed"
+        log.info("verdict: %s for model files %s", state, verdict["model_fingerprint"][:12])
     if accuracy < args.min_accuracy:
         print(f"accuracy {accuracy:.4f} is below --min-accuracy {args.min_accuracy}", file=sys.stderr)
         sys.exit(EXIT_BELOW_THRESHOLD)

@@ -7,15 +7,29 @@ task-instance edit rights would; the verdicts are written by the trainer's own w
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_trainium.compute.naming import job_name
 from airflow_provider_trainium.registry import ModelRegistry
+from airflow_provider_trainium.registry.seal import job_key
 from tests.conftest import set_trainium_connection
 from tests.integration.registry.conftest import run_dag
+from trainium_trainer import boundary
 from trainium_trainer.common.verdict import write_verdict
+
+RUN_AFTER = datetime(2026, 1, 2, tzinfo=UTC)
+
+
+def run_id() -> str:
+    """The run ``dag.test(run_after=RUN_AFTER, logical_date=RUN_AFTER)`` creates."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.types import DagRunType
+
+    return DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=RUN_AFTER, run_after=RUN_AFTER)
 
 
 def model_dir(tmp_path: Path) -> Path:
@@ -40,13 +54,16 @@ def run_register(tmp_path: Path, dag_id: str, **run_kwargs):
                                                  source_uri=str(tmp_path / "runs/model"), promote_alias="latest",
                                                  promote_manual_runs=True, retries=0)  # fmt: skip
         evaluate >> register
-    run = run_dag(dag, mark_success_pattern="^evaluate$", **run_kwargs)
+    run = run_dag(dag, mark_success_pattern="^evaluate$", run_after=RUN_AFTER, logical_date=RUN_AFTER, **run_kwargs)
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
-def verdict(tmp_path: Path, model: Path, passed: bool) -> None:
+def verdict(tmp_path: Path, model: Path, passed: bool, dag_id: str, monkeypatch, run: str | None = None) -> Path:
+    """The verdict this run's evaluation job (of run ``run``: another run's) would write, sealed with its key."""
+    monkeypatch.setenv(boundary.ENV_EVIDENCE_KEY, job_key(job_name(dag_id, "evaluate", run or run_id())))
     write_verdict((tmp_path / "evaluation").as_uri(), model_uri=model.as_uri(), metric="accuracy",
-                  value=0.97 if passed else 0.4958, threshold=0.9, comparison=">=", passed=passed)  # fmt: skip
+                  value=0.97 if passed else 0.4958, threshold=0.9, comparison=">=")  # fmt: skip
+    return tmp_path / "evaluation" / boundary.VERDICT_FILE
 
 
 @pytest.fixture
@@ -56,21 +73,26 @@ def root(tmp_path, monkeypatch) -> str:
     return root
 
 
-@pytest.mark.parametrize("case", ["no verdict", "failed", "other files"])
-def test_a_marked_success_evaluation_promotes_nothing(tmp_path, root, case):
+@pytest.mark.parametrize("case", ["no verdict", "failed", "other files", "passed flipped", "another run's job"])
+def test_a_marked_success_evaluation_promotes_nothing(tmp_path, root, monkeypatch, case):
     model = model_dir(tmp_path)
-    if case == "failed":
-        verdict(tmp_path, model, passed=False)
+    dag_id = "evidence_" + "".join(c if c.isalnum() else "_" for c in case)
+    if case in ("failed", "passed flipped"):
+        written = verdict(tmp_path, model, False, dag_id, monkeypatch)
+        if case == "passed flipped":  # what a job with write access to the run's prefix did (0.4958 < 0.9)
+            written.write_text(json.dumps({**json.loads(written.read_text()), "passed": True}))
     if case == "other files":
-        verdict(tmp_path, model, passed=True)
+        verdict(tmp_path, model, True, dag_id, monkeypatch)
         (model / "model.safetensors").write_bytes(b"\x03" * 64)  # not what was judged
-    states = run_register(tmp_path, f"evidence_{case.replace(' ', '_')}")
+    if case == "another run's job":  # its own verdict, correctly sealed, planted under this run's evaluation
+        verdict(tmp_path, model, True, dag_id, monkeypatch, run="manual__2025-01-01T00:00:00+00:00")
+    states = run_register(tmp_path, dag_id)
     assert states == {"evaluate": "success", "register": "failed"}
     assert ModelRegistry(root).list_models() == []
 
 
-def test_a_passing_verdict_for_these_files_registers_and_promotes(tmp_path, root):
+def test_a_passing_verdict_for_these_files_registers_and_promotes(tmp_path, root, monkeypatch):
     model = model_dir(tmp_path)
-    verdict(tmp_path, model, passed=True)
+    verdict(tmp_path, model, True, "evidence_passed", monkeypatch)
     assert run_register(tmp_path, "evidence_passed") == {"evaluate": "success", "register": "success"}
     assert ModelRegistry(root).get_alias("m", "latest").version == 1

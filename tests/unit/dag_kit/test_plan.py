@@ -4,6 +4,7 @@ fails the task naming both."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -56,3 +57,15 @@ def test_the_finetune_reference_is_the_current_latest_whatever_base_the_run_chos
     registry.promote(module.MODEL_NAME, "latest", version.version)
     plan = module.run_plan({**params, "base_model": base.as_uri()}, trainium_config(), context)
     assert plan["reference_uri"] == version.uri.rstrip("/")  # latest, though tuned from another base
+
+
+def test_a_plan_record_a_job_rewrote_fails_the_task(root):
+    """The record sits under the run's prefix, which jobs may write; only Airflow holds the key of its seal."""
+    ti = RunTI(dag_id="d", run_id=RUN_ID, xcoms={})
+    plan = {"data_uri": f"{root}/d/data", "eval_uri": f"{root}/d/evaluation"}
+    uri = kit_plan.write_plan_record({"ti": ti}, trainium_config(), plan)
+    path = Path(uri.removeprefix("file://"))
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "eval_uri": "file:///tmp/planted"}))  # a job's edit, seal kept
+    with pytest.raises(AirflowFailException, match="not sealed by this run's 'check_params' task"):
+        kit_plan.plan_record({"ti": ti})
