@@ -84,7 +84,7 @@ test-native: $(AIRFLOW_HOME_NATIVE)/.migrated
 
 # The loop while editing: tests/unit less its `process` tests (no server, no dag.test(), no subprocess), main venv.
 test-fast: venv
-	$(BIN)/python -m pytest tests/unit -m "not process" $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=5 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit -m "not process and not model" $(addprefix --ignore=,$(NATIVE_TESTS)) --durations=5 $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

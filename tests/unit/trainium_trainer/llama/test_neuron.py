@@ -184,6 +184,7 @@ def unique_param_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+@pytest.mark.model
 def test_each_rank_allocates_and_reads_only_its_shards_of_the_base_weights(nxd, hf_base, monkeypatch):
     folder, full = hf_base
     checkpoint = HFCheckpoint(folder.as_uri())
@@ -213,6 +214,7 @@ def test_each_rank_allocates_and_reads_only_its_shards_of_the_base_weights(nxd, 
     assert neuron.data_parallel_layout() == (3, 16)
 
 
+@pytest.mark.model
 def test_fresh_sharded_init_agrees_across_ranks_where_weights_are_replicated(nxd):
     config = llama_config("tiny", 64)
     ranks = []
@@ -228,6 +230,7 @@ def test_fresh_sharded_init_agrees_across_ranks_where_weights_are_replicated(nxd
     assert torch.equal(a.model.norm.weight, torch.ones_like(a.model.norm.weight))
 
 
+@pytest.mark.model
 def test_output_is_gathered_tensor_by_tensor_and_written_by_one_rank(nxd, hf_base, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -269,6 +272,7 @@ def test_host_memory_rule_refuses_layouts_that_do_not_fit_and_the_docs_table_fol
         assert row in docs, row
 
 
+@pytest.mark.model
 def test_optimizer_wrapper_gets_adamw_with_decay_groups(nxd):
     model = new_model(llama_config("tiny", 64), seed=0)
     optimizer = neuron.parallel_optimizer({"nxd": "config"}, model, lr=3e-4, weight_decay=0.1)

@@ -13,6 +13,7 @@ PUBLISHED = {"llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "llama3.2
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
+@pytest.mark.model
 def test_llama3_presets_have_the_published_parameter_counts(name):
     from transformers import LlamaForCausalLM
 

@@ -61,6 +61,7 @@ def test_the_real_nxd_export_has_every_rank_gather_and_rank_0_write(exports, tmp
                        {"output_uri": out, "write": False, "max_shard_bytes": 123}]  # fmt: skip
 
 
+@pytest.mark.model
 def test_without_nxd_only_the_main_rank_of_a_real_run_copies_and_writes(exports, tmp_path):
     config = llama_config("tiny", 64)
     model = new_model(config, 0)
