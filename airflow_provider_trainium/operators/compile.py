@@ -140,8 +140,8 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
 
     @property
     def runs_project_trainer(self) -> bool:
-        """The project's own entry points (``trainium_trainer.*``), which take ``--compile-only --max-steps``; anything else
-        is a user's program, run unchanged (the rule ``JobSpec.runs_user_code`` applies)."""
+        """The project's own entry points (``trainium_trainer.*``), which take ``--compile-only --max-steps``;
+        anything else is a user's program, run unchanged (the rule ``JobSpec.runs_user_code`` applies)."""
         return not self.command and self.entry_point.startswith("trainium_trainer.")
 
     def _check_trial_bounds(self) -> None:
