@@ -172,7 +172,8 @@ def dags_folder(home: Path) -> Path:
 class Lane:
     """The deployment the e2e tests share, started on first use and supervised as ``make airflow`` does (a
     component that dies is started again, in a background thread). A test that fails marks it ``broken``: the
-    next test stops it and gets a fresh one, so one failure costs one test, never the lane. ``shared`` keeps
+    next test stops it (keeping its logs under ``failed-deployment-<n>``) and gets a fresh one, so one failure
+    costs one test, never the lane. ``shared`` keeps
     what tests share (the one MNIST run) for the deployment it was made on."""
 
     def __init__(self) -> None:
@@ -188,6 +189,9 @@ class Lane:
         if self.supervisor is not None and self.broken:
             print(f"e2e: a fresh deployment after: {self.broken}")
             self.close()
+            kept = ARTIFACTS / f"failed-deployment-{self.generation}"
+            shutil.copytree(HOME / "logs", kept, dirs_exist_ok=True)  # the next deployment starts from an empty home
+            print(f"e2e: the failed deployment's logs are in {kept}")
         if self.supervisor is None:
             self._open()
         assert self.supervisor is not None
