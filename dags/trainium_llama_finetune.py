@@ -64,8 +64,11 @@ TRAIN_ARGS = [
 
 def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
     """Resolve the base model and the reference the fine-tune must beat; key every URI by the interval and
-    the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model."""
-    from airflow.providers.common.compat.sdk import AirflowFailException
+    the run's spec, so a run only ever resumes (or reuses) its own checkpoints and model.
+
+    A scheduled or backfill run before any pretrain has registered its base is skipped, not failed: on a fresh
+    install the unpaused DAG must not fail every day; a person's manual run fails, naming what to do."""
+    from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
     from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
     from airflow_provider_trainium.params import check_input_param
@@ -81,7 +84,14 @@ def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping
     else:
         try:
             base = kit.resolve_model(base_ref)
-        except (NotFoundError, IntegrityError, ValueError) as err:
+        except NotFoundError as err:
+            if not kit.is_manual_run(context):
+                raise AirflowSkipException(f"SKIP interval {interval}: no base model yet ({err}); it runs once "
+                                           "trainium_llama_pretrain has registered one") from err  # fmt: skip
+            raise AirflowFailException(
+                f"base_model {base_ref!r}: {err} (run trainium_llama_pretrain first, or pass a URI)"
+            ) from err
+        except (IntegrityError, ValueError) as err:
             raise AirflowFailException(
                 f"base_model {base_ref!r}: {err} (run trainium_llama_pretrain first, or pass a URI)"
             ) from err

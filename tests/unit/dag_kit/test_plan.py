@@ -69,3 +69,21 @@ def test_a_plan_record_a_job_rewrote_fails_the_task(root):
     path.write_text(json.dumps({**record, "eval_uri": "file:///tmp/planted"}))  # a job's edit, seal kept
     with pytest.raises(AirflowFailException, match="not sealed by this run's 'check_params' task"):
         kit_plan.plan_record({"ti": ti})
+
+
+@pytest.mark.parametrize(
+    ("run_type", "outcome"), [("scheduled", "skipped"), ("backfill", "skipped"), ("manual", "failed")]
+)
+def test_a_finetune_run_before_any_base_is_skipped_unless_a_person_asked_for_it(root, run_type, outcome):
+    """A fresh install with the fine-tune DAG unpaused must not fail every day until a pretrain registers."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    spec = importlib.util.spec_from_file_location("finetune_dag", DAGS / "trainium_llama_finetune.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    params = {**module.dag.params.dump(), "compute": "local"}  # base_model: the pretrain's registered name
+    context = {"data_interval_start": datetime(2026, 1, 1), "dag_run": SimpleNamespace(run_type=run_type)}
+    expected = AirflowSkipException if outcome == "skipped" else AirflowFailException
+    with pytest.raises(expected, match="trainium_llama_pretrain") as raised:
+        module.run_plan(params, trainium_config(), context)
+    assert type(raised.value) is expected
