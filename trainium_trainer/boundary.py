@@ -154,6 +154,10 @@ ENV_COST_IS_ESTIMATE = "TRAINIUM_COST_IS_ESTIMATE"
 #: (nor an edit of the file) can make a verdict that checks.
 ENV_EVIDENCE_KEY = "TRAINIUM_EVIDENCE_KEY"
 
+#: A user's job's metric patterns as JSON (stream field -> regex with one group), which node 0's launcher applies to
+#: the job's output lines (``trainium_trainer.metric_lines``): curves from a script that does not call ``track``.
+ENV_METRIC_PATTERNS = "TRAINIUM_METRIC_PATTERNS"
+
 #: Every variable above.
 ENVIRONMENT: frozenset[str] = frozenset(
     value for name, value in dict(globals()).items() if name.startswith("ENV_") and name != "ENV_PREFIX"
@@ -321,3 +325,42 @@ def passes(value: float, comparison: str, threshold: float) -> bool:
     """Whether ``value <comparison> threshold`` holds; an unknown comparison passes nothing."""
     compare = COMPARISONS.get(comparison)
     return bool(compare is not None and compare(value, threshold))
+
+
+# --- Metric patterns: curves from a job's output lines ----------------------------------------------------
+
+#: What a metric pattern may fill: a train record's step, loss, lr and epoch; an eval record's loss and accuracy.
+METRIC_PATTERN_FIELDS = ("step", "loss", "lr", "epoch", "eval_loss", "eval_accuracy")
+_LOGGED_NUMBER = r"'?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan)'?"
+#: The Hugging Face Trainer's log lines: its ProgressCallback prints each ``logs`` dict, ``{'loss': 2.31,
+#: 'grad_norm': 1.2, 'learning_rate': 4.5e-05, 'epoch': 0.25}`` and ``{'eval_loss': 2.1, ..., 'epoch': 1.0}``
+#: (transformers' ``trainer_callback.py``). ``'loss'`` does not match inside ``'eval_loss'``: the quote comes first.
+HUGGING_FACE_PATTERNS: Mapping[str, str] = MappingProxyType(
+    {
+        "loss": r"'loss': " + _LOGGED_NUMBER,
+        "lr": r"'learning_rate': " + _LOGGED_NUMBER,
+        "epoch": r"'epoch': " + _LOGGED_NUMBER,
+        "eval_loss": r"'eval_loss': " + _LOGGED_NUMBER,
+        "eval_accuracy": r"'eval_accuracy': " + _LOGGED_NUMBER,
+    }
+)
+#: The built-in pattern sets a job may name instead of its own.
+METRIC_PATTERN_SETS: Mapping[str, Mapping[str, str]] = MappingProxyType({"huggingface": HUGGING_FACE_PATTERNS})
+
+
+def metric_pattern_problems(patterns: Mapping[str, str]) -> list[str]:
+    """Why ``patterns`` cannot make stream records (empty when they can): the fields the stream knows, each a
+    regex with exactly one group, and a loss or an eval value among them."""
+    problems = [f"metric pattern {name!r}: the stream has no such field (one of {', '.join(METRIC_PATTERN_FIELDS)})"
+                for name in patterns if name not in METRIC_PATTERN_FIELDS]  # fmt: skip
+    for name, pattern in patterns.items():
+        try:
+            groups = re.compile(str(pattern)).groups
+        except re.error as err:
+            problems.append(f"metric pattern {name!r}: not a regular expression ({err})")
+            continue
+        if groups != 1:
+            problems.append(f"metric pattern {name!r}: needs exactly one group (the number), has {groups}")
+    if not {"loss", "eval_loss", "eval_accuracy"} & set(patterns):
+        problems.append("metric patterns: none for loss, eval_loss or eval_accuracy, so no record would be made")
+    return problems

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -222,15 +223,21 @@ def mirrors(dirs: JobDirs) -> list[Mirror]:
     return found
 
 
-def run(command: list[str], env: Mapping[str, str], dirs: JobDirs, log: Any = print) -> int:
+def run(command: list[str], env: Mapping[str, str], dirs: JobDirs, log: Any = print, lines: Any = None) -> int:
     """Run ``command`` in the output folder, mirroring both folders on an interval and once more when it ends.
 
     SIGTERM and SIGINT (an ECS stop, a Batch cancel, local compute's kill) go on to the command, so it can save;
-    the uploads then still run before the launcher exits with the command's status.
+    the uploads then still run before the launcher exits with the command's status. With ``lines`` (a
+    ``metric_lines.MetricLines``) the command's stdout passes through this process, line by line, unchanged, and
+    each line is fed to it.
     """
     every = sync_seconds(env)
     folders = mirrors(dirs)
-    process = subprocess.Popen(command, env=dict(env), cwd=dirs.output)
+    process = subprocess.Popen(command, env=dict(env), cwd=dirs.output,
+                               stdout=subprocess.PIPE if lines is not None else None)  # fmt: skip
+    reader = threading.Thread(target=pass_lines, args=(process.stdout, lines), daemon=True) if lines else None
+    if reader:
+        reader.start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda number, frame: process.send_signal(number))
     stop = threading.Event()
@@ -247,9 +254,25 @@ def run(command: list[str], env: Mapping[str, str], dirs: JobDirs, log: Any = pr
     if uploader:
         uploader.start()
     code = process.wait()
+    if reader:
+        reader.join()
+        lines.close()
     stop.set()
     if uploader:
         uploader.join()
     for mirror in folders:
         log(f"trainium_trainer.launch: {mirror.sync(final=True)} file(s) of {mirror.local} uploaded to {mirror.uri}")
     return code
+
+
+def pass_lines(stream: Any, lines: Any) -> None:
+    """Copy ``stream`` to this process's stdout line by line and feed each line to ``lines``; a line it cannot
+    read is passed on all the same (the curves are an observer, the output is the job's)."""
+    out = sys.stdout.buffer
+    for raw in iter(stream.readline, b""):
+        out.write(raw)
+        out.flush()
+        try:
+            lines.feed(raw.decode("utf-8", errors="replace"))
+        except Exception:  # noqa: BLE001 - a bad line never stops the job's output
+            continue

@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_user_code(argv: list[str], args: argparse.Namespace, command: list[str]) -> int:
     """A user's job: its folders prepared, the command run in its output folder, the folders uploaded after."""
-    from trainium_trainer import job_dirs
+    from trainium_trainer import job_dirs, metric_lines
 
     node = 0 if args.nodes == 1 else rendezvous(args.nodes, os.environ)[0]
     dirs = job_dirs.job_dirs(os.environ, node, args.all_nodes_outputs)
@@ -250,7 +250,8 @@ def run_user_code(argv: list[str], args: argparse.Namespace, command: list[str])
     command = [job_dirs.in_code_folder(word, dirs) for word in command]
     print("trainium_trainer.launch: " + " ".join(command) + f" (in {dirs.output})", flush=True)
     start_monitor(argv, env)
-    return job_dirs.run(command, env, dirs)
+    lines = metric_lines.from_env(env) if node == 0 else None  # one node's output makes the job's curves
+    return job_dirs.run(command, env, dirs, lines=lines)
 
 
 def monitor_command(argv: list[str], env: Mapping[str, str], python: str = sys.executable) -> list[str] | None:

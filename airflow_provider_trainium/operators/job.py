@@ -82,6 +82,10 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         ``ssm:<name>``); only the process sees the value (``neuron.secrets``).
     :param all_nodes_outputs: a user's job keeps node 0's output and checkpoint folders; True keeps every
         node's, under ``node-<i>/`` (``trainium_trainer.job_dirs``).
+    :param metric_patterns: curves for a ``command``/``script`` job that does not call ``trainium_trainer.track``:
+        stream field (``step``, ``loss``, ``lr``, ``epoch``, ``eval_loss``, ``eval_accuracy``) -> regex with one
+        group, matched against each line of node 0's output, as SageMaker's ``metric_definitions``; or
+        ``"huggingface"`` for the Hugging Face Trainer's log lines (``trainium_trainer.metric_lines``).
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
         or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).
@@ -131,6 +135,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         code_dir: str | None = None,
         secrets: dict[str, str] | None = None,
         all_nodes_outputs: bool = False,
+        metric_patterns: dict[str, str] | str | None = None,
         env: dict[str, str] | None = None,
         instance_type: str = "trn1.2xlarge",
         nodes: int | str = 1,
@@ -164,6 +169,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         self.code_dir = code_dir
         self.secrets = dict(secrets or {})
         self.all_nodes_outputs = all_nodes_outputs
+        self.metric_patterns = metric_patterns
         self.job_args = list(job_args)
         self.env = dict(env or {})
         self.instance_type = instance_type

@@ -11,6 +11,7 @@ declares a job task loads this module, and each of those is imported by the meth
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,7 @@ class JobSpecMixin:
         code_dir: str | None
         secrets: dict[str, str]
         all_nodes_outputs: bool
+        metric_patterns: dict[str, str] | str | None
         job_args: list[str]
         env: dict[str, str]
         instance_type: str
@@ -200,6 +202,25 @@ class JobSpecMixin:
     def wrapper(self, backend: ComputeBackend) -> tuple[str, ...]:
         return ()
 
+    def metric_patterns_env(self) -> dict[str, str]:
+        """``metric_patterns`` as the launcher's variable (``trainium_trainer.metric_lines``), checked first: a
+        pattern that could never make a record fails the task before anything starts."""
+        patterns = self.metric_patterns
+        if not patterns:
+            return {}
+        if isinstance(patterns, str):
+            if patterns not in boundary.METRIC_PATTERN_SETS:
+                sets = ", ".join(boundary.METRIC_PATTERN_SETS)
+                raise JobSpecError([f"metric_patterns {patterns!r}: not a built-in set ({sets}), nor a mapping"])
+            patterns = dict(boundary.METRIC_PATTERN_SETS[patterns])
+        problems = boundary.metric_pattern_problems(patterns)
+        if not self.command:
+            problems.append("metric_patterns applies to a command or script job (a project trainer writes its own "
+                            "curves)")  # fmt: skip
+        if problems:
+            raise JobSpecError(problems)
+        return {boundary.ENV_METRIC_PATTERNS: json.dumps(patterns, sort_keys=True)}
+
     def user_env_problems(self) -> list[str]:
         """The task's own ``env`` by the rule for a task's names (no ``AWS_*``: credentials come by role or secret)."""
         from airflow_provider_trainium.neuron.spec import env_name_problem
@@ -244,7 +265,11 @@ class JobSpecMixin:
             name=naming.safe_part(f"{ti.dag_id}-{ti.task_id}", 100),
             entry_point=self.entry_point,
             args=tuple(self.job_arguments()),
-            env={**self.extra_env(context, config, backend), **{k: str(v) for k, v in self.env.items()}},
+            env={
+                **self.extra_env(context, config, backend),
+                **self.metric_patterns_env(),
+                **{k: str(v) for k, v in self.env.items()},
+            },
             instance_type=str(self.instance_type),
             nodes=self._nodes(),
             processes_per_node=None

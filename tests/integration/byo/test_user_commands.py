@@ -40,6 +40,7 @@ with DAG("trainium_user_scripts", schedule=None, start_date=dt.datetime(2026, 1,
                         code_dir="{SCRIPTS}", instance_type="trn1.32xlarge", compute="local", retries=0)
     TrainiumJobOperator(task_id="hf_trainer", command=["python", "hf_trainer_script.py"], code_dir="{SCRIPTS}",
                         instance_type="trn1.2xlarge", processes_per_node=1, compute="local", retries=0,
+                        metric_patterns="huggingface",  # its curves from its own log lines, the script unchanged
                         env={{"HF_HUB_OFFLINE": "1", "USE_TORCH_XLA": "0"}})  # the CPU, not torch-xla
 '''
 
@@ -64,6 +65,10 @@ def test_unchanged_scripts_leave_their_outputs_under_output_uri(tmp_path, monkey
     state = json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     assert (output / "final" / "model.safetensors").stat().st_size > 0
+    records = [json.loads(line) for chunk in sorted((hf / "stream" / "train").glob("*.jsonl"))
+               for line in chunk.read_text().splitlines()]  # fmt: skip
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [1, 2, 3, 4] and all(r["loss"] > 0 for r in train)
 
 
 def kill_job(backend: LocalBackend, handle) -> None:

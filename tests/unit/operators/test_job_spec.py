@@ -1,5 +1,6 @@
 """The job's timeout (``operators.job_spec``): a budget without an ``execution_timeout`` sets it, so the budget
-check's worst case is the job's own and docs/byo.md's examples run as written.
+check's worst case is the job's own and docs/byo.md's examples run as written. Metric patterns reach the launcher
+only when they can make records, for a job that runs a command.
 
 Two trn1.32xlarge nodes cost $43 an hour: a $50 budget affords 4186 s (1.163 h) of them, far under the 24 h
 default that used to set the worst case (and refuse the job).
@@ -130,3 +131,23 @@ def test_each_byo_example_passes_every_check_on_local_compute(local, tmp_path, m
     assert (spec.nodes, spec.instance_type) == (2, "trn1.32xlarge")
     expected = FIFTY_USD_S if op.max_cost_usd is not None else DEFAULT_TIMEOUT.total_seconds()
     assert spec.timeout_seconds == expected
+
+
+def test_metric_patterns_reach_the_launcher_only_when_they_can_make_records():
+    import json
+
+    from airflow_provider_trainium.neuron.spec import JobSpecError
+    from trainium_trainer import boundary
+
+    hf = TrainiumJobOperator(task_id="hf", script="train.py", metric_patterns="huggingface")
+    assert json.loads(hf.metric_patterns_env()[boundary.ENV_METRIC_PATTERNS]) == dict(boundary.HUGGING_FACE_PATTERNS)
+    assert TrainiumJobOperator(task_id="plain", script="train.py").metric_patterns_env() == {}
+    refused = {
+        "an unknown set": TrainiumJobOperator(task_id="a", script="t.py", metric_patterns="keras"),
+        "no group": TrainiumJobOperator(task_id="b", script="t.py", metric_patterns={"loss": r"loss=\S+"}),
+        "a project trainer": TrainiumJobOperator(task_id="c", entry_point="m", metric_patterns="huggingface"),
+    }
+    for why, op in refused.items():
+        with pytest.raises(JobSpecError):
+            op.metric_patterns_env()
+            pytest.fail(f"{why} was accepted")

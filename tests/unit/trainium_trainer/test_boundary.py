@@ -234,3 +234,12 @@ def test_the_scans_see_an_offender(tmp_path: Path) -> None:
     assert stream_layout_literals(PROVIDER, tmp_path) == ["airflow_provider_trainium/plugins/stream.py:6"]
     fields = record_fields_read(tmp_path / PROVIDER / "plugins" / "stream.py")
     assert set(fields) - boundary.RECORD_KEYS == {"tokens_per_sec"}
+
+
+def test_metric_patterns_must_fill_known_fields_with_one_group_and_make_a_record() -> None:
+    assert boundary.metric_pattern_problems(boundary.HUGGING_FACE_PATTERNS) == []
+    problems = boundary.metric_pattern_problems({"loss": r"loss=\S+", "accuracy": r"(\d)", "lr": "("})
+    assert len(problems) == 3
+    assert "needs exactly one group" in problems[0] + problems[1] + problems[2]
+    assert any("no such field" in p for p in problems) and any("not a regular expression" in p for p in problems)
+    assert "no record would be made" in boundary.metric_pattern_problems({"lr": r"lr=(\S+)"})[0]
