@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import sys
 import time
 import uuid
@@ -43,6 +44,13 @@ __all__ = ["EXIT_BAD_INPUT", "LocalBackend", "local_compiler_version", "local_st
 
 #: Exit code the trainer uses for bad input: retrying cannot help.
 EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
+
+
+def keep_work_folders() -> bool:
+    """``[trainium] local_keep_work_folders``: keep a succeeded local job's working folders (default: removed)."""
+    from airflow.providers.common.compat.sdk import conf
+
+    return conf.getboolean("trainium", "local_keep_work_folders", fallback=False)
 
 
 def local_compiler_version() -> str:
@@ -78,8 +86,12 @@ class LocalBackend(ComputeBackend):
         region_name: str | None = None,
         artifact_root: str | None = None,
         job_role_arn: str | None = None,
+        keep_work_folders: bool = False,
     ):
         self.state_dir = Path(state_dir)
+        #: keep a succeeded job's working folders (``environment.work_folder``); by default they go once the job
+        #: has succeeded: their contents are uploaded, and a file:// artifact root would hold everything twice
+        self.keep_work_folders = keep_work_folders
         self.records = JobRecords(self.state_dir)
         if all_ranks is None:
             all_ranks = os.environ.get("TRAINIUM_TASK_LOG_ALL_RANKS", "").strip() == "1"
@@ -108,6 +120,7 @@ class LocalBackend(ComputeBackend):
             region_name=config.region_name,
             artifact_root=config.artifact_root,
             job_role_arn=config.job_role_arn,
+            keep_work_folders=keep_work_folders(),
         )
 
     def check(self, spec: JobSpec) -> None:
@@ -262,6 +275,9 @@ class LocalBackend(ComputeBackend):
             return logs.failure(job, "a node exited with an error")
         if all(c == 0 for c in codes):
             self.records.update(handle.job_name, handle.job_id, state=JobState.SUCCEEDED.value)
+            if not self.keep_work_folders:
+                for node in job.nodes:  # uploaded already: what a retry or the registry needs is at the URIs
+                    shutil.rmtree(environment.work_folder(node.rank_log_dir), ignore_errors=True)
             return JobStatus(JobState.SUCCEEDED)
         return JobStatus(JobState.RUNNING)
 

@@ -42,6 +42,12 @@ def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def work_folder(rank_logs: Path) -> Path:
+    """A node's working folder (``node<i>-job``, beside its rank logs ``node<i>``): its copies of the job's code,
+    outputs and checkpoints, which the launcher uploads to their URIs."""
+    return rank_logs.with_name(f"{rank_logs.name}-job")
+
+
 def free_port() -> int:
     """A port nothing listens on now: the job's main rank listens there for the others."""
     with socket.socket() as sock:
@@ -62,5 +68,5 @@ def node_environment(
         **rendezvous_environment(plan.spec.nodes, index, LOOPBACK, port),
         boundary.ENV_RANK_LOG_DIR: str(rank_logs),
         # a user's job's working, output, checkpoint and code folders, as /tmp/trainium-job in a container
-        boundary.ENV_JOB_DIR: str(rank_logs.with_name(f"{rank_logs.name}-job")),
+        boundary.ENV_JOB_DIR: str(work_folder(rank_logs)),
     }

@@ -304,3 +304,18 @@ def test_a_job_cancelled_while_waited_on_ends_the_wait(backend, tmp_path):
     assert status.state is JobState.CANCELLED and "cancelled from the log" in status.reason
     (pid_file,) = pids.glob("*.pid")
     assert not alive(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_succeeded_jobs_working_folder_goes_unless_kept_its_logs_stay(tmp_path, keep):
+    """With a file:// artifact root every output would be on disk twice: the job's uploaded copy is the one."""
+    local = LocalBackend(tmp_path / "state", max_processes_per_node=2, keep_work_folders=keep)
+    out = tmp_path / "out"
+    write = "import pathlib; pathlib.Path('result.txt').write_text('done'); print('wrote it')"
+    spec = JobSpec(name="keep", command=("python", "-c", write), distributed=False, output_uri=out.as_uri())
+    handle, status, lines = run(local, spec)
+    assert status.state is JobState.SUCCEEDED, "\n".join(lines)
+    assert (out / "result.txt").read_text() == "done"  # uploaded before the job ended
+    job_dir = tmp_path / "state" / "jobs" / handle.job_id
+    assert (job_dir / "node0-job").exists() is keep
+    assert "wrote it" in (job_dir / "node0.log").read_text()
