@@ -72,7 +72,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
     """Run ``python -m <entry_point> <args>``, a ``command`` or a ``script`` (under torchrun when ``distributed``)
     on Trainium compute.
 
-    :param entry_point: a Python module in the image (or in ``code_dir``), run with ``python -m``.
+    :param entry_point: a Python module in the image (or in ``code_dir``), run with ``python -m``. Not templated.
     :param command: instead of a module, the command every process runs (``["python", "train.py"]``,
         ``["bash", "run.sh"]``), then ``job_args``. Not templated: what runs is the DAG's, never a run's.
     :param script: shorthand for ``command=["python", script]``; a relative path is looked up in ``code_dir``.
@@ -115,8 +115,9 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
     :param placement_timeout: seconds an ECS task may wait for an instance before it is stopped (default 1800).
     """
 
+    #: Not ``entry_point``, ``command``, ``script`` nor ``code_dir``: what runs is the DAG's, never a run's params.
     template_fields: Sequence[str] = (
-        "entry_point", "job_args", "env", "instance_type", "nodes", "processes_per_node", "stack", "compute",
+        "job_args", "env", "instance_type", "nodes", "processes_per_node", "stack", "compute",
         "capacity_reservation", "image", "output_uri", "checkpoint_uri", "compile_cache_uri", "max_cost_usd",
         "allow_over_budget_estimate",
     )  # fmt: skip

@@ -315,3 +315,16 @@ def test_a_killed_wait_stops_its_job_only_when_a_person_stopped_the_task(state, 
     op._backend, op._handle, op._ti = backend, HANDLE, AskedTaskInstance(state=state)  # type: ignore[assignment]
     op.on_kill()
     assert backend.cancelled == cancelled
+
+
+def test_what_runs_is_never_templated_so_a_runs_params_cannot_choose_the_code():
+    from airflow_provider_trainium.decorators.trainium import _TrainiumDecoratedOperator
+    from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
+
+    for operator in (
+        TrainiumJobOperator,
+        TrainiumTrainingOperator,
+        TrainiumCompileOperator,
+        _TrainiumDecoratedOperator,
+    ):
+        assert not {"entry_point", "command", "script", "code_dir"} & set(operator.template_fields), operator
