@@ -7,6 +7,7 @@ A factory declares its task when the DAG file is parsed; what the task runs load
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import task
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
     from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 
+#: The first task's retries, whatever the DAG's: only infrastructure errors are retried (bad input is not).
+FIRST_TASK_RETRIES = 2
+
 
 def check_params_task(
     entry_point: str,
@@ -35,10 +39,11 @@ def check_params_task(
 ) -> XComArg:
     """The DAG's first task: ``check_run``, then ``plan(params, config, context)`` when given (its dict is the
     task's return value, read downstream with ``planned``). ``only_stack``: the one stack the entry point runs
-    on."""
+    on. It retries (``FIRST_TASK_RETRIES``) whatever the DAG's default: an API call that times out under load is
+    no reason to fail the run, and bad input fails it at once anyway (``AirflowFailException``, never retried)."""
     inputs = tuple(inputs)
 
-    @task(task_id=task_id)
+    @task(task_id=task_id, retries=FIRST_TASK_RETRIES, retry_delay=timedelta(seconds=10))
     def check_params(params: dict | None = None, **context: Any) -> dict[str, Any] | None:
         config = check_run(
             params or {},
