@@ -235,7 +235,7 @@ def run(command: list[str], env: Mapping[str, str], dirs: JobDirs, log: Any = pr
     folders = mirrors(dirs)
     process = subprocess.Popen(command, env=dict(env), cwd=dirs.output,
                                stdout=subprocess.PIPE if lines is not None else None)  # fmt: skip
-    reader = threading.Thread(target=pass_lines, args=(process.stdout, lines), daemon=True) if lines else None
+    reader = None if lines is None else threading.Thread(target=pass_lines, args=(process.stdout, lines), daemon=True)
     if reader:
         reader.start()
     for sig in (signal.SIGTERM, signal.SIGINT):

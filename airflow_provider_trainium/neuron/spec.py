@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
@@ -93,6 +94,12 @@ def env_name_problem(name: str, *, user: bool = False) -> str | None:
     return None
 
 
+def runs_user_code(command: Sequence[str], entry_point: str) -> bool:
+    """Whether a job runs a user's program (a command, or a module outside the project's trainer package): the
+    one rule the spec, the compile step and ``metric_patterns`` go by."""
+    return bool(command) or not entry_point.startswith("trainium_trainer.")
+
+
 class JobSpecError(ValueError):
     """A job spec that must not run. The message lists every problem found."""
 
@@ -146,8 +153,8 @@ class JobSpec:
     @property
     def runs_user_code(self) -> bool:
         """A user's command or module: the launcher gives it local output and checkpoint folders that it uploads
-        (the project's own ``trainer.*`` modules write to their URIs themselves)."""
-        return bool(self.command) or not self.entry_point.startswith("trainium_trainer.")
+        (the project's own ``trainium_trainer.*`` modules write to their URIs themselves)."""
+        return runs_user_code(self.command, self.entry_point)
 
     @property
     def instance(self) -> InstanceType:

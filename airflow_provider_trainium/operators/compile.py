@@ -142,7 +142,9 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
     def runs_project_trainer(self) -> bool:
         """The project's own entry points (``trainium_trainer.*``), which take ``--compile-only --max-steps``;
         anything else is a user's program, run unchanged (the rule ``JobSpec.runs_user_code`` applies)."""
-        return not self.command and self.entry_point.startswith("trainium_trainer.")
+        from airflow_provider_trainium.neuron.spec import runs_user_code
+
+        return not runs_user_code(self.command, self.entry_point)
 
     def _check_trial_bounds(self) -> None:
         """Bad trial bounds fail when the DAG is parsed, not after a paid job started."""

@@ -82,10 +82,11 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         ``ssm:<name>``); only the process sees the value (``neuron.secrets``).
     :param all_nodes_outputs: a user's job keeps node 0's output and checkpoint folders; True keeps every
         node's, under ``node-<i>/`` (``trainium_trainer.job_dirs``).
-    :param metric_patterns: curves for a ``command``/``script`` job that does not call ``trainium_trainer.track``:
-        stream field (``step``, ``loss``, ``lr``, ``epoch``, ``eval_loss``, ``eval_accuracy``) -> regex with one
-        group, matched against each line of node 0's output, as SageMaker's ``metric_definitions``; or
-        ``"huggingface"`` for the Hugging Face Trainer's log lines (``trainium_trainer.metric_lines``).
+    :param metric_patterns: curves for a user's job (not a ``trainium_trainer`` module) that does not call
+        ``trainium_trainer.track``: stream field (``step``, ``loss``, ``lr``, ``epoch``, ``eval_loss``,
+        ``eval_accuracy``) -> regex with one group, matched against each line of node 0's output, as SageMaker's
+        ``metric_definitions``; or ``"huggingface"`` for the Hugging Face Trainer's log lines
+        (``trainium_trainer.metric_lines``).
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
         or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).

@@ -137,9 +137,8 @@ class JobSpecMixin:
         read it, so they stop the job when the budget check assumed it stops."""
         if self.execution_timeout:
             return self.execution_timeout
-        prepared = getattr(self, "_prepared", None)
-        if prepared is not None:
-            return timedelta(seconds=prepared.spec.timeout_seconds)
+        if self._prepared is not None:
+            return timedelta(seconds=self._prepared.spec.timeout_seconds)
         return DEFAULT_TIMEOUT
 
     def spec_timeout(self, context: Context, config: TrainiumConfig) -> timedelta:
@@ -213,10 +212,11 @@ class JobSpecMixin:
                 sets = ", ".join(boundary.METRIC_PATTERN_SETS)
                 raise JobSpecError([f"metric_patterns {patterns!r}: not a built-in set ({sets}), nor a mapping"])
             patterns = dict(boundary.METRIC_PATTERN_SETS[patterns])
+        from airflow_provider_trainium.neuron.spec import runs_user_code
+
         problems = boundary.metric_pattern_problems(patterns)
-        if not self.command:
-            problems.append("metric_patterns applies to a command or script job (a project trainer writes its own "
-                            "curves)")  # fmt: skip
+        if not runs_user_code(self.command, self.entry_point):
+            problems.append("metric_patterns applies to a user's job (a project trainer writes its own curves)")
         if problems:
             raise JobSpecError(problems)
         return {boundary.ENV_METRIC_PATTERNS: json.dumps(patterns, sort_keys=True)}

@@ -34,8 +34,6 @@ MAX_SOURCES = 65
 MAX_CORES = 1024
 #: Notes kept per read; the rest are counted.
 MAX_NOTES = 20
-#: Task states after which the job writes nothing more (Airflow's finished states; the page's too).
-ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 #: The y range of the charts in percent: fixed, so a sampled 3 % does not fill the chart like 100 % would.
 PERCENT_RANGE = (0, 100)
 _SOURCE = re.compile(rf"^(?:{re.escape(TRAIN_SOURCE)}|{re.escape(boundary.MONITOR_SOURCE_PREFIX)}\d{{1,5}})$")
@@ -253,7 +251,9 @@ def progress_label(progress: dict[str, Any], state: str | None) -> str | None:
     step, total = progress.get("step"), progress.get("total_steps")
     if step is None:
         return None
-    if state in ENDED_STATES:
+    from airflow.utils.state import State
+
+    if state in State.finished:  # the job writes nothing more
         return f"last logged step {step}"
     if not total:
         return f"step {step}"

@@ -46,7 +46,7 @@ __all__ = ["EXIT_BAD_INPUT", "LocalBackend", "local_compiler_version", "local_st
 EXIT_BAD_INPUT = boundary.EXIT_BAD_INPUT
 
 
-def keep_work_folders() -> bool:
+def keep_work_folders_setting() -> bool:
     """``[trainium] local_keep_work_folders``: keep a succeeded local job's working folders (default: removed)."""
     from airflow.providers.common.compat.sdk import conf
 
@@ -120,7 +120,7 @@ class LocalBackend(ComputeBackend):
             region_name=config.region_name,
             artifact_root=config.artifact_root,
             job_role_arn=config.job_role_arn,
-            keep_work_folders=keep_work_folders(),
+            keep_work_folders=keep_work_folders_setting(),
         )
 
     def check(self, spec: JobSpec) -> None:

@@ -142,10 +142,14 @@ def test_metric_patterns_reach_the_launcher_only_when_they_can_make_records():
     hf = TrainiumJobOperator(task_id="hf", script="train.py", metric_patterns="huggingface")
     assert json.loads(hf.metric_patterns_env()[boundary.ENV_METRIC_PATTERNS]) == dict(boundary.HUGGING_FACE_PATTERNS)
     assert TrainiumJobOperator(task_id="plain", script="train.py").metric_patterns_env() == {}
+    user_module = TrainiumJobOperator(task_id="m", entry_point="my_pkg.train", metric_patterns="huggingface")
+    assert boundary.ENV_METRIC_PATTERNS in user_module.metric_patterns_env()  # a user's module is user code too
     refused = {
         "an unknown set": TrainiumJobOperator(task_id="a", script="t.py", metric_patterns="keras"),
         "no group": TrainiumJobOperator(task_id="b", script="t.py", metric_patterns={"loss": r"loss=\S+"}),
-        "a project trainer": TrainiumJobOperator(task_id="c", entry_point="m", metric_patterns="huggingface"),
+        "a project trainer": TrainiumJobOperator(
+            task_id="c", entry_point="trainium_trainer.mnist_mlp.train", metric_patterns="huggingface"
+        ),
     }
     for why, op in refused.items():
         with pytest.raises(JobSpecError):
