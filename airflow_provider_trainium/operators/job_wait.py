@@ -20,8 +20,6 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import TaskInstanceState
-
 from airflow_provider_trainium.operators.job_spec import PreparedJob
 
 if TYPE_CHECKING:
@@ -36,9 +34,8 @@ if TYPE_CHECKING:
 #: The states of a killed try in which a person stopped it (marked it failed or success, cleared it while running,
 #: ended its run): its job stops with it. In any other (``None`` or ``scheduled``: the scheduler reset the try of a
 #: scheduler that died; ``running``: the worker is shutting down) the next try attaches to the job.
-STOPPED_BY_A_PERSON = frozenset(
-    TaskInstanceState(s) for s in ("failed", "success", "skipped", "upstream_failed", "removed", "restarting")
-)
+#: Plain strings: ``airflow.sdk.TaskInstanceState`` is not in Airflow 3.0, the floor this provider supports.
+STOPPED_BY_A_PERSON = frozenset({"failed", "success", "skipped", "upstream_failed", "removed", "restarting"})
 
 #: How long ``on_kill`` asks Airflow for the try's state: Airflow sends SIGKILL 5 s after SIGTERM, and the answer
 #: may never come (the database is down, or the killed thread held the supervisor channel).
