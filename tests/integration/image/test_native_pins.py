@@ -2,8 +2,9 @@
 
 docker/native/neuron-versions.toml names every pin of docker/native/Dockerfile and its source. These tests fail as
 soon as the Dockerfile's build args, docker/native/requirements*.txt or the native row of
-airflow_provider_trainium/neuron/releases.toml drift from it, an install step reads a second index, or the hashed
-PyPI layer starts to carry torch, CUDA or a Neuron package.
+airflow_provider_trainium/neuron/releases.toml drift from it, the stacks' default driver for the native image's hosts
+(cloudformation/batch.yaml NativeNeuronDriverVersion, the driver cloudformation/ecs.yaml names) is not the release's,
+an install step reads a second index, or the hashed PyPI layer starts to carry torch, CUDA or a Neuron package.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from airflow_provider_trainium.image.context import BuildContext
 from airflow_provider_trainium.image.dockerfile import logical_lines
 from airflow_provider_trainium.neuron.container_contract import IMAGE_CMD, IMAGE_ENTRYPOINT
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, image_stack, table
+from tests.integration.cloudformation.conftest import load_template, template_path
 from tests.integration.image.conftest import Pin, build_args, read_pins, requirement_names
 
 REPO = Path(__file__).resolve().parents[3]
@@ -46,7 +48,8 @@ LABEL_ARGS = {
 # Never in the hashed PyPI layer: they come from their own index, or (CUDA) must not be in the image at all.
 NOT_FROM_PYPI = frozenset({"torch", "torch-neuronx", "neuronx-cc", "nki", "torch-xla", "triton"})
 CUDA_PREFIXES = ("nvidia-", "cuda-")
-# The Python versions of the torch-neuronx 2.14.3.0.* family (TorchNeuron release notes, Neuron 2.33.0, support matrix).
+# The Python versions of the torch-neuronx 2.14.3.0.* family (TorchNeuron release notes, Neuron 2.33.0, support matrix;
+# Neuron 2.33.1 keeps that torch-neuronx).
 SUPPORTED_PYTHONS = ("3.12", "3.13", "3.14")
 
 
@@ -68,7 +71,7 @@ def layer() -> dict[str, Pin]:
 def test_every_pin_names_its_source(versions: dict[str, Any]) -> None:
     assert versions["sdk"]["version"] and versions["sdk"]["source"]
     assert versions["base"]["image"] and versions["base"]["tag"] and versions["base"]["source"]
-    for section in ("apt", "neuron", "torch", "pypi", "not_installed"):
+    for section in ("apt", "host", "neuron", "torch", "pypi", "not_installed"):
         for name, entry in versions[section].items():
             assert entry.get("source"), f"[{section}.{name}] needs a source"
             if section != "not_installed":
@@ -88,6 +91,7 @@ def test_the_versions_file_is_the_release_tables_native_image_release(
     assert versions["sdk"]["version"] == release.version
     assert versions["apt"]["aws-neuronx-runtime-lib"]["version"] == release.runtime
     assert versions["apt"]["aws-neuronx-collectives"]["version"] == release.collectives
+    assert versions["host"]["aws-neuronx-dkms"]["version"] == release.driver
     assert versions["neuron"]["neuronx-cc"]["version"] == release.compiler
     assert versions["neuron"]["torch-neuronx"]["version"] == f"{release.torch_neuronx}.*"
     assert versions["torch"]["torch"]["version"] == release.torch
@@ -96,6 +100,20 @@ def test_the_versions_file_is_the_release_tables_native_image_release(
     args = build_args(instructions)
     assert args["NEURON_SDK_VERSION"] == release.version
     assert args["NEURON_RUNTIME_VERSION"] == release.runtime
+
+
+def test_the_stacks_pin_the_native_releases_driver_on_its_hosts(versions: dict[str, Any]) -> None:
+    """A host whose driver is not the one the image's release ships may reject its runtime (nrt_init() fails): the
+    Batch stack's Trn2 default is that driver, and the ECS template names it for a native cluster's
+    NeuronDriverVersion, together with the release."""
+    release = table().image_for("native")
+    driver = versions["host"]["aws-neuronx-dkms"]["version"]
+    parameter = load_template("batch")["Parameters"]["NativeNeuronDriverVersion"]
+    assert parameter["Default"] == driver
+    assert f"such as {driver}" in parameter["ConstraintDescription"]
+    assert f"driver of its Neuron release, {release.version})" in " ".join(parameter["Description"].split())
+    ecs = " ".join(line.strip().lstrip("#").strip() for line in template_path("ecs").read_text().splitlines())
+    assert f"a Trn2 cluster for the native image ({release.version}) needs that release's driver, {driver}." in ecs
 
 
 def test_the_images_labels_make_the_provider_see_a_native_image(instructions: list[tuple[str, str]]) -> None:
@@ -123,7 +141,8 @@ def test_apt_pins_and_labels_are_the_versions_file(
 def test_base_image_is_the_versions_file_tag_and_digest(
     versions: dict[str, Any], instructions: list[tuple[str, str]]
 ) -> None:
-    """Ubuntu 26.04 by tag (2.33.0's torch-neuronx wheels exist for 26.04 only); the digest once it is sourced."""
+    """Ubuntu 26.04 by tag (the torch-neuronx wheels of 2.33.0, which 2.33.1 keeps, exist for 26.04 only); the digest
+    once it is sourced."""
     base = versions["base"]
     expected = f"{base['image']}:{base['tag']}"
     if base["digest"]:

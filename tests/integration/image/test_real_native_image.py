@@ -63,7 +63,7 @@ def test_the_image_config_is_the_contract_and_the_venv_runs_it(native_image: Ima
 
 
 def test_the_provider_sees_the_built_image_as_native(native_image: Image) -> None:
-    """What the registry holds: the labels name Neuron 2.33.0's runtime, which the release table maps to native."""
+    """What the registry holds: the labels name the native image release's runtime, which the table maps to native."""
     labels = native_image.registry.labels(native_image.result.tag) or {}
     release = table().image_for("native")
     assert (labels[RUNTIME_LABEL], labels[SDK_LABEL]) == (release.runtime, release.version)

@@ -185,7 +185,7 @@ def test_a_native_base_makes_a_native_user_image(world) -> None:
     class NativeBase(FakeBuilder):
         def build(self, request: BuildRequest) -> BuildOutput:
             out = super().build(request)
-            self.registry.label_sets[str(out.digest)][RUNTIME] = "2.35.30.0"  # the native image's runtime
+            self.registry.label_sets[str(out.digest)][RUNTIME] = "2.35.33.0"  # the native image's runtime
             return out
 
     _, xcoms = build(user, NativeBase(user), context, base_image="trainium")

@@ -20,7 +20,7 @@ def test_each_stack_has_an_image_release_of_that_stack() -> None:
     releases = table()
     assert releases.image_for("xla") is releases.image and releases.image.stack == "xla"
     native = releases.image_for("native")
-    assert (native.version, native.stack) == ("2.33.0", "native")
+    assert (native.version, native.stack) == ("2.33.1", "native")
     with pytest.raises(ValueError, match="no image release for stack 'tpu'"):
         releases.image_for("tpu")
 
@@ -29,7 +29,11 @@ def test_the_native_images_runtime_label_makes_it_native() -> None:
     labels = {RUNTIME_LABEL: table().image_for("native").runtime}
     assert image_stack(NATIVE_REFERENCE, labels) == "native"
     found = image_runtime(NATIVE_REFERENCE, labels)
-    assert found.release is not None and found.release.version == "2.33.0"
+    assert found.release is not None and found.release.version == "2.33.1"
+    # an image built on the release before the patch (runtime 2.35.30.0) is native too, and judged as 2.33.0
+    before = image_runtime(NATIVE_REFERENCE, {RUNTIME_LABEL: "2.35.30.0"})
+    assert before.release is not None and before.release.version == "2.33.0"
+    assert image_stack(NATIVE_REFERENCE, {RUNTIME_LABEL: "2.35.30.0"}) == "native"
 
 
 def test_without_labels_a_bare_reference_is_taken_for_the_xla_image() -> None:
@@ -38,6 +42,7 @@ def test_without_labels_a_bare_reference_is_taken_for_the_xla_image() -> None:
 
 
 def test_the_sdk_label_decides_when_the_runtime_label_is_missing() -> None:
+    assert image_stack(NATIVE_REFERENCE, {SDK_LABEL: "2.33.1"}) == "native"
     assert image_stack(NATIVE_REFERENCE, {SDK_LABEL: "2.33.0"}) == "native"
     assert image_stack(NATIVE_REFERENCE, {SDK_LABEL: "9.99.0"}) == "xla"  # unknown release: the fallback
 

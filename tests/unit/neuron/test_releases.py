@@ -98,11 +98,24 @@ def test_runtime_variables_a_release_deprecates_are_not_preset() -> None:
 
 
 def test_the_torchneuron_release_is_a_beta_of_the_native_stack_on_trn2_and_trn3_only() -> None:
-    native = table().releases["2.33.0"]
+    """Neuron 2.33.1 (release notes: new runtime-lib, collectives and dkms; every other package 2.33.0's)."""
+    native = table().image_for("native")
+    assert native.version == "2.33.1"
     assert (native.stack, native.training_support, native.training_families) == ("native", "beta", ("trn2", "trn3"))
     assert native.torch_neuronx.startswith("2.14.3.0") and native.torch.startswith("2.14")
-    assert (native.runtime, native.driver) == ("2.35.30.0", "2.31.7.0")
+    assert (native.runtime, native.collectives, native.driver) == ("2.35.33.0", "2.35.49.0", "2.31.8.0")
     assert native.offers_training and not native.supported_for_training
+
+
+def test_the_release_before_the_patch_stays_so_its_images_are_still_native() -> None:
+    """An image built on 2.33.0 (runtime label 2.35.30.0) is still of the native stack, and the two releases share
+    everything but the runtime, collectives and driver, whose drivers each runtime accepts (the table's guess)."""
+    before, patch = table().releases["2.33.0"], table().image_for("native")
+    assert (before.stack, before.runtime, before.driver) == ("native", "2.35.30.0", "2.31.7.0")
+    assert image_runtime("x@sha256:" + "0" * 64, {RUNTIME_LABEL: "2.35.30.0"}).release == before
+    same = ("compiler", "torch_neuronx", "torch", "python", "training_families", "training_support")
+    assert [getattr(before, f) for f in same] == [getattr(patch, f) for f in same]
+    assert before.accepts_driver(patch.driver) and patch.accepts_driver(before.driver)
 
 
 @pytest.mark.parametrize(
@@ -143,9 +156,10 @@ def test_an_unknown_stack_names_the_choices() -> None:
 def test_the_rule_reads_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     """A table whose native release also listed trn1 would let native run there: the rule is the table's."""
     current = table()
-    native = dataclasses.replace(current.releases["2.33.0"], training_families=("trn1", "trn2", "trn3"))
+    version = current.native_image_release
+    native = dataclasses.replace(current.releases[version], training_families=("trn1", "trn2", "trn3"))
     monkeypatch.setattr(
-        releases, "table", lambda: dataclasses.replace(current, releases={**current.releases, "2.33.0": native})
+        releases, "table", lambda: dataclasses.replace(current, releases={**current.releases, version: native})
     )
     assert stack_problem("native", "trn1.32xlarge") is None
 

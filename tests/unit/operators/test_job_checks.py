@@ -1,7 +1,7 @@
 """The checks a prepared job passes before anything is found or submitted (``operators.job_checks``).
 
 Each job is checked against the Neuron driver of its own instance type's hosts. The XLA image (Neuron 2.28.0,
-runtime 2.30) and the native image (Neuron 2.33.0, runtime 2.35) need drivers that do not overlap, so the Trn1 and
+runtime 2.30) and the native image (Neuron 2.33.1, runtime 2.35) need drivers that do not overlap, so the Trn1 and
 Trn2/Trn3 hosts pin different ones and the connection records one per instance type (``neuron_driver_versions``).
 A connection written before that holds one ``neuron_driver_version`` for every job, and still means what it meant.
 A native image this DAG run built is judged by its build task's labels, and the budget check holds a job to the
