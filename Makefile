@@ -64,7 +64,7 @@ NATIVE_TESTS := tests/unit/trainium_trainer/native tests/unit/trainium_trainer/t
 # tests/conftest.py); tests/e2e (one deployment, one shared MNIST run: one process, mostly waiting on the
 # scheduler); the native lane once .venv-native has installed. `make test XDIST=` runs the first lane in one
 # process. Tests marked `install` (fresh environments from the built wheel) run in test-wheel instead.
-XDIST ?= -n 2 --dist loadfile
+XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 test: airflow-home
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
