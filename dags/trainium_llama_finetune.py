@@ -201,6 +201,7 @@ with DAG(
             planned("base_model_uri") + "/tokenizer.json",
             "--block-size",
             "64",
+            "--holdout-manifest",  # its files' sha256, sealed: a set swapped before the evaluation registers nothing
         ],
         output_uri=planned("holdout_uri"),
         **kit.job_layout(single_node=True, instance_type=None),
@@ -242,6 +243,7 @@ with DAG(
         checkpoint_uri=planned("checkpoint_uri"),
         base_model="{{ params.base_model }}",
         image=kit.IMAGE_FROM_PARAMS,
+        holdout_task_id="prepare_holdout",
     )
 
     promote = kit.promote_latest(
@@ -250,6 +252,7 @@ with DAG(
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
         promote_backfill_runs=PROMOTE_BACKFILL_RUNS,
     )
+    promote.holdout_task_id = "prepare_holdout"  # the verdict it checks again must name this run's sealed set
     plan = kit.check_params_task("trainium_trainer.llama.train", inputs=["input_uri"], plan=run_plan)
     data_ok = kit.has_data_task(plan, skip_message="SKIP interval {interval}: nothing to fine-tune on: {reason}")
     plan >> prepare_data >> data_ok >> compile_graphs

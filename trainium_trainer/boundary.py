@@ -199,11 +199,20 @@ COMPARISONS: Mapping[str, Any] = MappingProxyType(
 RUN_BOOKKEEPING_PREFIXES = ("stream/", ".trainium/")
 #: A prepared data set's index, written last (``"skipped": true`` when there was nothing to train on).
 DATA_INDEX_FILE = "index.json"
+#: An evaluation hold-out set's manifest, written by its data job beside the index (``common.holdout``): the size
+#: and sha256 of every file it wrote, the same for every run that prepares the same set. The evaluation checks the
+#: files against it and names its fingerprint (``record_fingerprint``) in its verdict.
+HOLDOUT_MANIFEST_FILE = "holdout-manifest.json"
+HOLDOUT_MANIFEST_FORMAT = "trainium-holdout/1"
+#: The folder beside it holding each data job's sealed copy of the manifest, ``<key_id(job's key)>.json``: one per
+#: job, so runs sharing the set never overwrite each other's seal.
+HOLDOUT_SEALS_DIR = "holdout-seals"
 #: The all-reduce smoke test's result.
 ALLREDUCE_FILE = "allreduce.json"
 FILES: frozenset[str] = frozenset(
-    {METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, VERDICT_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE, FUNCTION_RESULT_FILE}
-)
+    {METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, VERDICT_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE, FUNCTION_RESULT_FILE,
+     HOLDOUT_MANIFEST_FILE}
+)  # fmt: skip
 
 # --- The live metrics stream: <output_uri>/stream/<source>/<seq:06d>.jsonl ---------------------------------
 
@@ -313,12 +322,28 @@ def model_fingerprint(entries: Iterable[tuple[str, int, str]]) -> str:
     return digest.hexdigest()
 
 
+def canonical(record: Mapping[str, Any]) -> bytes:
+    """The record's canonical JSON, every field but the seal itself: what a seal and a fingerprint cover."""
+    body = {k: v for k, v in record.items() if k != SEAL_FIELD}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
 def seal(record: Mapping[str, Any], key_hex: str) -> str:
     """HMAC-SHA256, under ``key_hex``, of the record's canonical JSON (every field but the seal itself): what the
     evaluation job writes and the provider recomputes."""
-    body = {k: v for k, v in record.items() if k != SEAL_FIELD}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hmac.new(bytes.fromhex(key_hex), canonical.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(bytes.fromhex(key_hex), canonical(record), hashlib.sha256).hexdigest()
+
+
+def record_fingerprint(record: Mapping[str, Any]) -> str:
+    """sha256 of the record's canonical JSON, seal left out: two jobs that seal the same record with their own keys
+    give it the same fingerprint (a hold-out manifest's, which a verdict names)."""
+    return hashlib.sha256(canonical(record)).hexdigest()
+
+
+def key_id(key_hex: str) -> str:
+    """A public name for an evidence key (a one-way hash of it, which reveals nothing of the key): the file name of
+    the record a job sealed with it, so whoever can derive the key can find that job's record."""
+    return hashlib.sha256(b"trainium-evidence-key-id\0" + bytes.fromhex(key_hex)).hexdigest()[:32]
 
 
 def passes(value: float, comparison: str, threshold: float) -> bool:

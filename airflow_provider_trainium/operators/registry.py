@@ -85,9 +85,12 @@ def require_verdict(
     trainium_conn_id: str,
     log: Any,
     must_pass: bool = True,
+    holdout_task_id: str | None = None,
 ) -> dict[str, Any]:
     """The evaluation job's verdict for the files whose fingerprint is ``fingerprint``; AirflowFailException
-    (no retry) when it is missing, judged other files or (``must_pass``) failed, whatever the task states say."""
+    (no retry) when it is missing, judged other files or (``must_pass``) failed, whatever the task states say.
+    With ``holdout_task_id``, the verdict must also name the hold-out manifest that task's job of this run sealed
+    (``registry.holdout``), pass or fail: a verdict on other data says nothing about the model."""
     from airflow.providers.common.compat.sdk import AirflowFailException
 
     from airflow_provider_trainium.registry.verdict import VerdictError, check_verdict, describe, read_verdict
@@ -96,12 +99,22 @@ def require_verdict(
         raise AirflowFailException("no evaluation task named: pass evaluation_task_id, or require_evaluation=False")
     try:
         where = evaluation_uri(context, evaluation_task_id)
-        verdict = read_verdict(where, trainium_conn_id=trainium_conn_id)
+        stored = read_verdict(where, trainium_conn_id=trainium_conn_id)
         job = evaluation_job_name(context, evaluation_task_id)
-        verdict = check_verdict(verdict, fingerprint, where, job, must_pass=must_pass)
+        verdict = check_verdict(stored, fingerprint, where, job, must_pass=False)
+        if holdout_task_id:
+            from airflow_provider_trainium.operators.run_outputs import task_output_uri
+            from airflow_provider_trainium.registry.holdout import require_holdout
+
+            require_holdout(verdict, where, task_output_uri(context, holdout_task_id),
+                            evaluation_job_name(context, holdout_task_id), holdout_task_id,
+                            trainium_conn_id)  # fmt: skip
+        if must_pass:
+            verdict = check_verdict(stored, fingerprint, where, job, must_pass=True)
     except (VerdictError, ValueError) as err:
         raise AirflowFailException(f"refusing model files {fingerprint[:12]}...: {err}") from err
-    log.info("verdict of %s: %s (model files %s...)", evaluation_task_id, describe(verdict), fingerprint[:12])
+    held = f", hold-out set {verdict['holdout_fingerprint'][:12]}..." if holdout_task_id else ""
+    log.info("verdict of %s: %s (model files %s...%s)", evaluation_task_id, describe(verdict), fingerprint[:12], held)
     return verdict
 
 
@@ -138,6 +151,9 @@ class TrainiumRegisterModelOperator(BaseOperator):
         explicit choice: the default refuses a model no evaluation passed.
     :param register_failed_models: register a model whose verdict failed too (it is never promoted): for a DAG
         that keeps every run's model and lets a separate gate promote. Its verdict must still name these files.
+    :param holdout_task_id: the data job task that wrote the hold-out set the evaluation judges on (with
+        ``--holdout-manifest``): the verdict must name the manifest that task's job of this run sealed, pass or
+        fail (``registry.holdout``); a swapped set, or a verdict naming none, registers nothing. None: no check.
     :param cost_task_id: the job task whose cost (its ``trainium_cost`` XCom) the manifest records; default:
         the nearest upstream ``TrainiumTrainingOperator`` (else the nearest ``TrainiumJobOperator``).
     """
@@ -174,10 +190,12 @@ class TrainiumRegisterModelOperator(BaseOperator):
         require_evaluation: bool = True,
         register_failed_models: bool = False,
         cost_task_id: str | None = None,
+        holdout_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.model_name = validate_model_name(model_name)
         self.cost_task_id = cost_task_id
+        self.holdout_task_id = holdout_task_id
         self.promote_manual_runs = promote_manual_runs
         self.promote_backfill_runs = promote_backfill_runs
         self.evaluation_task_id = evaluation_task_id
@@ -220,7 +238,8 @@ class TrainiumRegisterModelOperator(BaseOperator):
 
             fingerprint = files_fingerprint(store.open_root(source, registry.conn_id))
             verdict = require_verdict(context, self.evaluation_task_id, fingerprint, self.trainium_conn_id, self.log,
-                                      must_pass=not self.register_failed_models)  # fmt: skip
+                                      must_pass=not self.register_failed_models,
+                                      holdout_task_id=self.holdout_task_id)  # fmt: skip
         result = registry.register(
             self.model_name,
             source,
@@ -321,6 +340,8 @@ class TrainiumPromoteModelAliasOperator(BaseOperator):
         very files (its manifest fingerprint).
     :param require_evaluation: False moves the alias without a verdict (a rollback, a DAG without an
         evaluation): the DAG author's explicit choice.
+    :param holdout_task_id: the data job task whose sealed hold-out manifest the verdict must name
+        (``TrainiumRegisterModelOperator``'s parameter of that name). None: no check.
     """
 
     template_fields: Sequence[str] = ("version", "alias", "reason", "artifact_root")
@@ -340,9 +361,11 @@ class TrainiumPromoteModelAliasOperator(BaseOperator):
         promote_backfill_runs: bool = False,
         evaluation_task_id: str | None = "evaluate",
         require_evaluation: bool = True,
+        holdout_task_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.holdout_task_id = holdout_task_id
         self.model_name = validate_model_name(model_name)
         self.forward_only = forward_only
         self.promote_manual_runs = promote_manual_runs
@@ -370,7 +393,8 @@ class TrainiumPromoteModelAliasOperator(BaseOperator):
             raise AirflowSkipException("runs of this type do not move this DAG's aliases")
         if self.require_evaluation:
             fingerprint = str(registry.get_version(self.model_name, version).manifest.get("fingerprint"))
-            require_verdict(context, self.evaluation_task_id, fingerprint, self.trainium_conn_id, self.log)
+            require_verdict(context, self.evaluation_task_id, fingerprint, self.trainium_conn_id, self.log,
+                            holdout_task_id=self.holdout_task_id)  # fmt: skip
         state = registry.promote(
             self.model_name,
             self.alias,

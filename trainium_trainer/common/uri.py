@@ -58,8 +58,21 @@ def read_json(uri: str) -> Any:
     return json.loads(read_bytes(uri))
 
 
+def json_bytes(value: Any) -> bytes:
+    """The bytes ``write_json`` writes for ``value``."""
+    return json.dumps(value, indent=2, sort_keys=True).encode()
+
+
 def write_json(uri: str, value: Any) -> None:
-    write_bytes(uri, json.dumps(value, indent=2, sort_keys=True).encode())
+    write_bytes(uri, json_bytes(value))
+
+
+def write_if_changed(uri: str, data: bytes) -> bool:
+    """Write ``data`` unless the object already holds exactly these bytes; whether it wrote."""
+    if exists(uri) and read_bytes(uri) == data:
+        return False
+    write_bytes(uri, data)
+    return True
 
 
 def list_names(uri: str) -> list[str]:

@@ -47,10 +47,12 @@ def write_verdict(
     threshold: float,
     comparison: str,
     details: dict[str, Any] | None = None,
+    holdout_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """Hash the model's files now (after anything the evaluation wrote next to them) and write the record to
     ``<output_uri>/verdict.json``; returns it. Pass or fail is ``value <comparison> threshold`` over the recorded
-    numbers (``boundary.passes``), the rule the provider applies again."""
+    numbers (``boundary.passes``), the rule the provider applies again. ``holdout_fingerprint``: the fingerprint of
+    the hold-out set's manifest the files were judged on (``common.holdout``), recorded when given."""
     entries = model_entries(model_uri)
     record = {
         "format": boundary.VERDICT_FORMAT,
@@ -64,6 +66,8 @@ def write_verdict(
         "model_files": len(entries),
         "details": details or {},
     }
+    if holdout_fingerprint is not None:
+        record["holdout_fingerprint"] = holdout_fingerprint
     key = os.environ.get(boundary.ENV_EVIDENCE_KEY)
     if key:
         record[boundary.SEAL_FIELD] = boundary.seal(record, key)

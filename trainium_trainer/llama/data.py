@@ -13,6 +13,10 @@
   written last. An interval with no usable records writes an index with ``"skipped": true`` and no shards.
 - Deterministic: the same input, tokenizer and settings give byte-identical files; an existing identical
   data set is kept as it is.
+- ``--holdout-manifest`` (an evaluation hold-out set, which every run that judges against it shares): every file is
+  written unless it already holds these very bytes (a file swapped before this job is put back) and the job records
+  the size and sha256 of each in ``holdout-manifest.json``, with a copy sealed by its evidence key
+  (``trainium_trainer.common.holdout``): the evaluation refuses a file swapped after this job.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.holdout import write_manifest
 from trainium_trainer.common.inputs import check_input
 from trainium_trainer.llama.corpus import synthetic_jsonl
 from trainium_trainer.llama.tokenizer import BOS, EOS, load_tokenizer, save_tokenizer, special_id, train_tokenizer
@@ -144,12 +149,13 @@ def npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def write_shards(output_uri: str, split: str, blocks: np.ndarray, blocks_per_shard: int) -> list[dict[str, Any]]:
+def shard_files(files: dict[str, bytes], split: str, blocks: np.ndarray, blocks_per_shard: int) -> list[dict[str, Any]]:
+    """The index entries of ``split``'s shards; their bytes go into ``files`` (name -> bytes)."""
     shards = []
     for i, start in enumerate(range(0, len(blocks), blocks_per_shard)):
         data = npy_bytes(blocks[start : start + blocks_per_shard])
         name = f"{split}/shard-{i:05d}.npy"
-        uris.write_bytes(uris.join(output_uri, name), data)
+        files[name] = data
         shards.append(
             {
                 "file": name,
@@ -187,16 +193,18 @@ def prepare(
     eval_every: int = 10,
     blocks_per_shard: int = 1024,
     interval: dict[str, str] | None = None,
+    holdout_manifest: bool = False,
 ) -> dict[str, Any]:
     if block_size < 2:
         raise BadInputError(f"--block-size must be >= 2, got {block_size}")
+    written: dict[str, bytes] = {}  # what this job wrote under output_uri, relative name -> bytes
     if input_uri is None:
         if not synthetic_date:
             raise BadInputError("give --input-uri or --synthetic-date")
         input_uri = uris.join(output_uri, "raw", "corpus.jsonl")
         corpus = synthetic_jsonl(synthetic_date, synthetic_records)
-        if not uris.exists(input_uri) or uris.read_bytes(input_uri) != corpus:
-            uris.write_bytes(input_uri, corpus)
+        uris.write_if_changed(input_uri, corpus)
+        written["raw/corpus.jsonl"] = corpus
     files = input_files(input_uri)
     parsed = parse_inputs(files)
     base = {
@@ -217,7 +225,7 @@ def prepare(
             "skipped": True,
             "reason": f"no usable records in {input_uri} ({len(files)} file(s), {parsed.malformed_count} malformed)",
         }
-        uris.write_json(index_uri, index)
+        finish(output_uri, index, written, holdout_manifest)
         log.warning("SKIP: %s", index["reason"])
         return index
 
@@ -231,7 +239,7 @@ def prepare(
             "skipped": True,
             "reason": f"{len(parsed.texts)} record(s) hold fewer tokens than one block of {block_size}",
         }
-        uris.write_json(index_uri, index)
+        finish(output_uri, index, written, holdout_manifest)
         log.warning("SKIP: %s", index["reason"])
         return index
     train, held = split_blocks(blocks, eval_every)
@@ -244,18 +252,20 @@ def prepare(
         "tokens": int(blocks.size + dropped),
         "dropped_tokens": int(dropped),
     }
-    if uris.exists(index_uri):
+    if uris.exists(index_uri) and not holdout_manifest:  # a hold-out set's files are checked, not trusted
         existing = uris.read_json(index_uri)
         if {k: v for k, v in existing.items() if k not in ("train", "eval")} == settings:
             log.info("data set already at %s, unchanged", output_uri)
             return existing
-    uris.write_bytes(uris.join(output_uri, "tokenizer.json"), tokenizer_json)
+    written["tokenizer.json"] = tokenizer_json
     index = {
         **settings,
-        "train": write_shards(output_uri, "train", train, blocks_per_shard),
-        "eval": write_shards(output_uri, "eval", held, blocks_per_shard),
+        "train": shard_files(written, "train", train, blocks_per_shard),
+        "eval": shard_files(written, "eval", held, blocks_per_shard),
     }
-    uris.write_json(index_uri, index)  # last: readers trust a data set with an index
+    for name in [n for n in written if n != "raw/corpus.jsonl"]:
+        uris.write_if_changed(uris.join(output_uri, name), written[name])
+    finish(output_uri, index, written, holdout_manifest)
     log.info(
         "prepared %d records -> %d train + %d eval blocks of %d tokens (%d malformed, %d tokens dropped) at %s",
         len(parsed.texts),
@@ -269,22 +279,40 @@ def prepare(
     return index
 
 
+def finish(output_uri: str, index: dict[str, Any], written: dict[str, bytes], holdout_manifest: bool) -> None:
+    """Write the index last (readers trust a data set with an index); then, for a hold-out set, the manifest of
+    every file this job wrote."""
+    index_bytes = uris.json_bytes(index)
+    uris.write_if_changed(uris.join(output_uri, boundary.DATA_INDEX_FILE), index_bytes)
+    if holdout_manifest:
+        write_manifest(output_uri, {**written, boundary.DATA_INDEX_FILE: index_bytes})
+
+
 # -- reading a prepared data set (the trainer and evaluator) ------------------------------------------
-def read_index(data_uri: str) -> dict[str, Any]:
+def read_index(data_uri: str, files: dict[str, bytes] | None = None) -> dict[str, Any]:
+    """The data set's index; from ``files`` (name -> bytes already read and checked, ``common.holdout``) when given."""
     index_uri = uris.join(data_uri, boundary.DATA_INDEX_FILE)
-    if not uris.exists(index_uri):
+    if files is not None:
+        if boundary.DATA_INDEX_FILE not in files:
+            raise BadInputError(f"the hold-out manifest of {data_uri} lists no {boundary.DATA_INDEX_FILE}")
+        index = json.loads(files[boundary.DATA_INDEX_FILE])
+    elif not uris.exists(index_uri):
         raise BadInputError(f"no prepared data set at {data_uri} ({boundary.DATA_INDEX_FILE} missing)")
-    index = uris.read_json(index_uri)
+    else:
+        index = uris.read_json(index_uri)
     if index.get("skipped"):
         raise BadInputError(f"the data set at {data_uri} is empty: {index.get('reason')}")
     return index
 
 
-def load_blocks(data_uri: str, split: str = "train") -> np.ndarray:
-    index = read_index(data_uri)
+def load_blocks(data_uri: str, split: str = "train", files: dict[str, bytes] | None = None) -> np.ndarray:
+    """The blocks of ``split``; from ``files`` (checked bytes, ``read_index``) when given, never read again."""
+    index = read_index(data_uri, files)
     arrays = []
     for shard in index[split]:
-        data = uris.read_bytes(uris.join(data_uri, shard["file"]))
+        if files is not None and shard["file"] not in files:
+            raise BadInputError(f"{shard['file']} is not in the hold-out manifest of {data_uri}")
+        data = files[shard["file"]] if files is not None else uris.read_bytes(uris.join(data_uri, shard["file"]))
         if hashlib.sha256(data).hexdigest() != shard["sha256"]:
             raise BadInputError(f"{shard['file']} does not match its checksum in {boundary.DATA_INDEX_FILE}")
         arrays.append(np.load(io.BytesIO(data), allow_pickle=False))
@@ -307,6 +335,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--blocks-per-shard", type=int, default=1024)
     p.add_argument("--interval-start", default=None)
     p.add_argument("--interval-end", default=None)
+    p.add_argument("--holdout-manifest", action="store_true",
+                   help="an evaluation hold-out set: check every file and record (and seal) their sha256")  # fmt: skip
     args = p.parse_args(argv)
     if not args.output_uri:
         raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
@@ -337,6 +367,7 @@ def main(argv: list[str] | None = None) -> None:
         eval_every=args.eval_every,
         blocks_per_shard=args.blocks_per_shard,
         interval=interval,
+        holdout_manifest=args.holdout_manifest,
     )
 
 

@@ -4,6 +4,12 @@ Writes ``evaluation.json`` to ``--output-uri``: both losses and perplexities and
 fine-tuned loss beats the base's by more than ``--min-improvement``). Without a base model the
 reference is the seeded random initialization of the same architecture. Then the verdict record
 (``trainium_trainer.common.verdict``) next to it: promotion reads that record, whatever Airflow's task states say.
+
+A hold-out set with a manifest (``data --holdout-manifest``) is read once, every file checked against the manifest
+(``trainium_trainer.common.holdout``; a file that differs is refused by name, exit ``EXIT_BAD_INPUT``), and both
+models are judged on those very bytes; the verdict names the manifest's fingerprint (``holdout_fingerprint``), which
+the provider compares with the one the set's data job sealed. A set without a manifest is judged as before and the
+verdict names none.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.device import init_runtime
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.holdout import read_holdout
 from trainium_trainer.common.inputs import check_input
 from trainium_trainer.common.verdict import write_verdict
 from trainium_trainer.llama.data import load_blocks, read_index
@@ -28,13 +35,23 @@ from trainium_trainer.llama.train import evaluate_loss
 log = logging.getLogger("trainer")
 
 
-def model_loss(model_uri: str | None, like_uri: str, data_uri: str, runtime, batch_size: int, vocab: int) -> float:
+def holdout_blocks(data_uri: str) -> tuple[dict, object, str | None]:
+    """The set's index, its held-out blocks (its train blocks when it holds none out) and its manifest's fingerprint
+    (None: the set has no manifest); with a manifest, every file is read once and checked against it."""
+    files, fingerprint = None, None
+    if uris.exists(uris.join(data_uri, boundary.HOLDOUT_MANIFEST_FILE)):
+        files, fingerprint = read_holdout(data_uri)
+    index = read_index(data_uri, files)
+    blocks = load_blocks(data_uri, "eval", files)
+    if len(blocks) == 0:
+        blocks = load_blocks(data_uri, "train", files)
+    return index, blocks, fingerprint
+
+
+def model_loss(model_uri: str | None, like_uri: str, blocks, runtime, batch_size: int, vocab: int) -> float:
     checkpoint = HFCheckpoint(model_uri) if model_uri else None
     config = build_config("tiny", vocab, checkpoint or HFCheckpoint(like_uri))
     model = base_model(config, 0, checkpoint)
-    blocks = load_blocks(data_uri, "eval")
-    if len(blocks) == 0:
-        blocks = load_blocks(data_uri, "train")
     return evaluate_loss(model.to(runtime.device), blocks, runtime, batch_size)
 
 
@@ -54,13 +71,15 @@ def main(argv: list[str] | None = None) -> None:
         raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     check_input("--base-model-uri", args.base_model_uri)
     runtime = init_runtime(args.compile_cache_uri)
-    vocab = int(read_index(args.data_uri)["vocab_size"])
-    loss = model_loss(args.model_uri, args.model_uri, args.data_uri, runtime, args.batch_size, vocab)
-    base_loss = model_loss(args.base_model_uri, args.model_uri, args.data_uri, runtime, args.batch_size, vocab)
+    index, blocks, holdout = holdout_blocks(args.data_uri)
+    vocab = int(index["vocab_size"])
+    loss = model_loss(args.model_uri, args.model_uri, blocks, runtime, args.batch_size, vocab)
+    base_loss = model_loss(args.base_model_uri, args.model_uri, blocks, runtime, args.batch_size, vocab)
     result = {
         "model_uri": args.model_uri,
         "base_model_uri": args.base_model_uri,
         "data_uri": args.data_uri,
+        "holdout_fingerprint": holdout,
         "eval_loss": round(loss, 6),
         "base_eval_loss": round(base_loss, 6),
         "perplexity": round(math.exp(min(loss, 50)), 4),
@@ -78,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         threshold=round(base_loss - args.min_improvement, 6),
         comparison="<",
         details=result,
+        holdout_fingerprint=holdout,
     )
     log.info(
         "verdict: %s for model files %s", "passed" if verdict["passed"] else "failed", verdict["model_fingerprint"][:12]

@@ -99,3 +99,32 @@ def test_blocks_are_int64_token_ids_below_the_vocabulary(tmp_path, tokenizer_uri
     index = prepare(str(tmp_path / "v"), synthetic_date="2026-01-07", tokenizer_uri=tokenizer_uri)
     blocks = load_blocks(str(tmp_path / "v"))
     assert blocks.dtype == np.int64 and blocks.max() < index["vocab_size"]
+
+
+def test_a_holdout_set_is_recorded_alike_by_every_run_and_put_back_when_swapped(tmp_path, tokenizer_uri, monkeypatch):
+    from trainium_trainer import boundary
+    from trainium_trainer.common.holdout import read_holdout, seal_uri
+
+    out = str(tmp_path / "holdout")
+    monkeypatch.setenv(boundary.ENV_EVIDENCE_KEY, "aa" * 32)
+    prepare(out, synthetic_date="2025-12-31", synthetic_records=60, tokenizer_uri=tokenizer_uri, holdout_manifest=True)
+    first = (tmp_path / "holdout" / boundary.HOLDOUT_MANIFEST_FILE).read_bytes()
+    manifest = json.loads(first)
+    assert {"index.json", "tokenizer.json", "raw/corpus.jsonl", "eval/shard-00000.npy"} <= set(manifest["files"])
+    files, fingerprint = read_holdout(out)
+    assert len(load_blocks(out, "eval", files)) == len(load_blocks(out, "eval")) > 0
+    shard = tmp_path / "holdout" / "eval" / "shard-00000.npy"
+    shard.write_bytes(b"easy")  # swapped before the next run's data job
+    mtime = (tmp_path / "holdout" / "train" / "shard-00000.npy").stat().st_mtime_ns
+    monkeypatch.setenv(boundary.ENV_EVIDENCE_KEY, "bb" * 32)  # another run (a backfill): another job, its own key
+    prepare(out, synthetic_date="2025-12-31", synthetic_records=60, tokenizer_uri=tokenizer_uri, holdout_manifest=True)
+    assert (tmp_path / "holdout" / boundary.HOLDOUT_MANIFEST_FILE).read_bytes() == first  # the same record
+    assert read_holdout(out)[1] == fingerprint  # the swapped shard is put back, the others left as they were
+    assert (tmp_path / "holdout" / "train" / "shard-00000.npy").stat().st_mtime_ns == mtime
+    for key in ("aa" * 32, "bb" * 32):  # each run's data job sealed the same record with its own key
+        sealed = json.loads((tmp_path / "holdout" / seal_uri("", key).lstrip("/")).read_text())
+        assert boundary.record_fingerprint(sealed) == fingerprint
+        assert sealed[boundary.SEAL_FIELD] == boundary.seal(sealed, key)
+    assert not (tmp_path / "plain" / boundary.HOLDOUT_MANIFEST_FILE).exists()
+    prepare(str(tmp_path / "plain"), synthetic_date="2025-12-31", synthetic_records=60, tokenizer_uri=tokenizer_uri)
+    assert not (tmp_path / "plain" / boundary.HOLDOUT_MANIFEST_FILE).exists()  # a training set has none
