@@ -150,7 +150,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "neuron_driver_versions": {
         "label": "Neuron driver per instance type",
         "description": 'aws-neuronx-dkms version per instance type or family, e.g. {"trn1.32xlarge": "2.26.10.0", '
-        '"trn2": "2.31.7.0"}: the XLA and native images need different drivers, so each queue or cluster pins '
+        '"trn2": "2.31.8.0"}: the XLA and native images need different drivers, so each queue or cluster pins '
         "its own (written by `airflow trainium configure` from the stacks' NeuronDriverVersion and "
         "NativeNeuronDriverVersion outputs). A job is checked against its instance type's entry, else its "
         "family's, else Neuron driver version.",
