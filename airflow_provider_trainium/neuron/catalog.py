@@ -65,6 +65,12 @@ CATALOG: dict[str, InstanceType] = {
         InstanceType("trn1.32xlarge", 16, 32, 8, 128, 512, 190.0),
         InstanceType("trn1n.32xlarge", 16, 32, 16, 128, 512, 190.0),
         InstanceType("trn2.48xlarge", 16, 64, 16, 192, 2048, 667.0, logical_core_size=2),
+        # One Trainium2 chip (4 logical cores at LNC 2), single-node: the Neuron Trn2 page says it has no EFA, the
+        # EC2 specification table lists EFA on its one network card; the catalog takes the smaller claim
+        # (docs/fidelity.md, "Trn2 instance types").
+        InstanceType("trn2.3xlarge", 1, 4, 0, 12, 128, 667.0, max_nodes=1, logical_core_size=2),
+        # A member of a Trn2 UltraServer (four of them joined by NeuronLink); the same server as trn2.48xlarge.
+        InstanceType("trn2u.48xlarge", 16, 64, 16, 192, 2048, 667.0, logical_core_size=2),
         # One server of the Trn3 Gen1 UltraServer (16 Trainium3 chips); the name and EFA count are guesses
         # (docs/fidelity.md, "Trn3"). Announced, not launchable: see ``compute.remote.launch_problem``.
         InstanceType("trn3.48xlarge", 16, 64, 16, 192, 2048, 671.0, logical_core_size=2),

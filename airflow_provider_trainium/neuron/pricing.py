@@ -67,6 +67,8 @@ PRICES: dict[str, Price] = {
 #: file) to say what it costs, and fails with that advice before it is submitted.
 UNPRICED: dict[str, str] = {
     "trn3.48xlarge": "AWS publishes no on-demand price for Trn3 (EC2 offers Trn3 as UltraServers; read 2026-12-02)",
+    "trn2.3xlarge": "the price snapshot this table is read from lists no trn2.3xlarge (read 2026-12-06)",
+    "trn2u.48xlarge": "the price snapshot this table is read from lists no trn2u.48xlarge (read 2026-12-06)",
 }
 
 

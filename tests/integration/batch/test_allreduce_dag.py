@@ -24,5 +24,5 @@ def test_two_nodes_of_two_ranks_all_reduce_to_the_world_size(tmp_path, monkeypat
 def test_params_offer_only_multi_node_instance_types_and_every_compute():
     dag = get_dag("trainium_allreduce_smoke")
     schema = dag.params.get_param("instance_type").schema
-    assert schema["enum"] == ["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn3.48xlarge"]
+    assert schema["enum"] == ["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge", "trn3.48xlarge"]
     assert dag.params.get_param("compute").schema["enum"] == ["auto", "local", "ecs", "batch"]  # ecs: one instance

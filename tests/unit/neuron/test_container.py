@@ -10,9 +10,11 @@ from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.container import container_shape
 from airflow_provider_trainium.neuron.launch import job_environment
 from airflow_provider_trainium.neuron.plan import container_plan
-from airflow_provider_trainium.neuron.releases import auto_stack
+from airflow_provider_trainium.neuron.releases import auto_stack, stack_problem
 from airflow_provider_trainium.neuron.spec import JobSpec
 
+#: Catalog types some stack of the release table trains on (trn2u.48xlarge has none yet: test_catalog.py).
+TRAINABLE = sorted(t for t in CATALOG if stack_problem(auto_stack(t), t) is None)
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "a" * 64
 ECS_SETTINGS = ecs.EcsTaskSettings(image=IMAGE, log_group="/trainium/jobs", region_name="us-east-1")
 BATCH_SETTINGS = batch.BatchSettings(region_name="us-east-1", log_group="/trainium/jobs")
@@ -41,7 +43,7 @@ def _env(pairs: list[dict[str, str]]) -> dict[str, str]:
     return {p["name"]: p["value"] for p in pairs}
 
 
-@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+@pytest.mark.parametrize("instance_type", TRAINABLE)
 def test_ecs_and_batch_render_the_same_single_node_container(instance_type: str) -> None:
     s = spec(instance_type)
     plan = container_plan(s)
@@ -72,7 +74,9 @@ def test_ecs_and_batch_render_the_same_single_node_container(instance_type: str)
         ("trn1.2xlarge", 7, 30, 4),
         ("trn1.32xlarge", 127, 486, 64),
         ("trn1n.32xlarge", 127, 486, 64),
+        ("trn2.3xlarge", 11, 121, 16),
         ("trn2.48xlarge", 191, 1945, 256),
+        ("trn2u.48xlarge", 191, 1945, 256),
         ("trn3.48xlarge", 191, 1945, 256),
     ],
 )
@@ -86,7 +90,7 @@ def test_shape_keeps_one_vcpu_and_a_memory_headroom_and_gives_an_eighth_to_shm(
     assert shape.capabilities == ("IPC_LOCK",)
 
 
-@pytest.mark.parametrize("instance_type", sorted(n for n, it in CATALOG.items() if it.multi_node))
+@pytest.mark.parametrize("instance_type", [n for n in TRAINABLE if CATALOG[n].multi_node])
 def test_efa_devices_only_when_the_job_spans_nodes(instance_type: str) -> None:
     instance = CATALOG[instance_type]
     one, many = container_shape(instance_type, 1), container_shape(instance_type, 2)

@@ -11,9 +11,11 @@ from airflow_provider_trainium.compute.ecs import definitions as ecs
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.neuron.plan import PEAK_FLOPS_ENV, container_plan, peak_flops_per_core
-from airflow_provider_trainium.neuron.releases import auto_stack
+from airflow_provider_trainium.neuron.releases import auto_stack, stack_problem
 from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
+#: Catalog types some stack of the release table trains on (trn2u.48xlarge has none yet: test_catalog.py).
+TRAINABLE = sorted(t for t in CATALOG if stack_problem(auto_stack(t), t) is None)
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" + "b" * 64
 ECS_SETTINGS = ecs.EcsTaskSettings(image=IMAGE, log_group="/trainium/jobs", region_name="us-east-1")
 
@@ -36,7 +38,7 @@ def _env(pairs: list[dict[str, str]]) -> dict[str, str]:
     return {p["name"]: p["value"] for p in pairs}
 
 
-@pytest.mark.parametrize("instance_type", sorted(CATALOG))
+@pytest.mark.parametrize("instance_type", TRAINABLE)
 def test_the_mfu_peak_is_one_neuroncores_share_of_the_instance_on_trainium_only(instance_type: str) -> None:
     s = spec(instance_type=instance_type, stack=auto_stack(instance_type))
     instance = CATALOG[instance_type]

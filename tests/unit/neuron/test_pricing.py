@@ -115,3 +115,12 @@ def test_an_unpriced_type_fails_naming_why_and_the_override_that_prices_it():
         price_of("trn3.48xlarge")
     table = load_prices({"trn3.48xlarge": {"usd_per_hour": 50.0, "as_of": "2026-12-01"}}, environ={})
     assert price_of("trn3.48xlarge", table).usd_per_hour == 50.0
+
+
+@pytest.mark.parametrize("name", ["trn2.3xlarge", "trn2u.48xlarge"])
+def test_the_trn2_types_without_a_sourced_price_need_the_connections_price(name):
+    """docs/fidelity.md, "Prices": the price snapshot lists trn2.48xlarge only, so these are unpriced, not guessed."""
+    assert name in UNPRICED and name not in PRICES
+    with pytest.raises(PriceError, match=rf"no price for instance type '{name}' \(the price snapshot"):
+        price_of(name)
+    assert price_of(name, load_prices({name: 2.0}, environ={})).usd_per_hour == 2.0
