@@ -113,7 +113,7 @@ def require_verdict(
             verdict = check_verdict(stored, fingerprint, where, job, must_pass=True)
     except (VerdictError, ValueError) as err:
         raise AirflowFailException(f"refusing model files {fingerprint[:12]}...: {err}") from err
-    held = f", hold-out set {verdict['holdout_fingerprint'][:12]}..." if holdout_task_id else ""
+    held = f", hold-out set {str(verdict.get('holdout_fingerprint'))[:12]}..." if holdout_task_id else ""
     log.info("verdict of %s: %s (model files %s...%s)", evaluation_task_id, describe(verdict), fingerprint[:12], held)
     return verdict
 

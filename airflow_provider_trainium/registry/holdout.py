@@ -67,8 +67,8 @@ def check_holdout(verdict: dict[str, Any], expected: str, where: str, holdout_ta
     judged = verdict.get(VERDICT_FIELD)
     if judged is None:
         raise VerdictError(f"the verdict at {where} names no hold-out set (written before hold-out sets were sealed, "
-                           f"or by an evaluation that found no manifest): it cannot show the model was judged on "
-                           f"{holdout_task_id!r}'s set; rerun the data task and the evaluation")  # fmt: skip
+                           f"or by an evaluation that found no manifest): it cannot show the model was judged on the "
+                           f"set {holdout_task_id!r} sealed; rerun the data task and the evaluation")  # fmt: skip
     if judged != expected:
         raise VerdictError(f"the verdict at {where} judged hold-out set {str(judged)[:12]}..., not the one "
                            f"{holdout_task_id!r} sealed ({expected[:12]}...): the hold-out files were replaced "

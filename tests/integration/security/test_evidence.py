@@ -1,5 +1,7 @@
 """Task states are not evidence: with ``evaluate`` marked success (it never ran), ``register`` publishes and
-promotes only a model whose verdict record passed its very files; a backfill does not move ``latest``.
+promotes only a model whose verdict record passed its very files; a backfill does not move ``latest``; and a verdict
+counts only on the hold-out set this run's ``prepare_holdout`` job sealed (a set swapped between the data task and the
+evaluation, another run's sealed set, or a verdict naming none registers nothing).
 
 ``dag.test(mark_success_pattern=...)`` marks the evaluation task success without running it, as a user with
 task-instance edit rights would; the verdicts are written by the trainer's own writer, as the job would.
@@ -19,6 +21,7 @@ from airflow_provider_trainium.registry.seal import job_key
 from tests.conftest import set_trainium_connection
 from tests.integration.registry.conftest import run_dag
 from trainium_trainer import boundary
+from trainium_trainer.common.holdout import write_manifest
 from trainium_trainer.common.verdict import write_verdict
 
 RUN_AFTER = datetime(2026, 1, 2, tzinfo=UTC)
@@ -95,4 +98,131 @@ def test_a_passing_verdict_for_these_files_registers_and_promotes(tmp_path, root
     model = model_dir(tmp_path)
     verdict(tmp_path, model, True, "evidence_passed", monkeypatch)
     assert run_register(tmp_path, "evidence_passed") == {"evaluate": "success", "register": "success"}
+    assert ModelRegistry(root).get_alias("m", "latest").version == 1
+
+
+# --- The swapped hold-out set: a job replaces the set between the data task and the evaluation ----------------
+
+
+def prepare_holdout(tmp_path: Path, dag_id: str, monkeypatch) -> str:
+    """What this run's ``prepare_holdout`` job writes (the data code itself, with that job's key): the set, its
+    manifest and the manifest sealed by the job."""
+    from trainium_trainer.llama.data import prepare
+
+    holdout = (tmp_path / "holdout").as_uri()
+    monkeypatch.setenv(boundary.ENV_EVIDENCE_KEY, job_key(job_name(dag_id, "prepare_holdout", run_id())))
+    prepare(holdout, synthetic_date="2025-12-31", synthetic_records=60, tokenizer_uri=str(tmp_path / "tok.json"),
+            train_new_tokenizer=True, holdout_manifest=True)  # fmt: skip
+    return holdout
+
+
+def swap_holdout(holdout: str) -> None:
+    """What a job with write access to the shared prefix does: the held-out blocks replaced by easy ones (all
+    padding), index and manifest rewritten to match, so the evaluation's own check passes."""
+    import hashlib
+
+    import numpy as np
+
+    from trainium_trainer.common.holdout import manifest
+    from trainium_trainer.llama.data import npy_bytes
+
+    root = Path(holdout.removeprefix("file://"))
+    index = json.loads((root / boundary.DATA_INDEX_FILE).read_text())
+    files = {}
+    for shard in index["eval"]:
+        easy = npy_bytes(np.zeros((shard["blocks"], index["block_size"]), dtype=np.int64))
+        (root / shard["file"]).write_bytes(easy)
+        shard["sha256"] = hashlib.sha256(easy).hexdigest()
+        files[shard["file"]] = easy
+    (root / boundary.DATA_INDEX_FILE).write_text(json.dumps(index))
+    listed = json.loads((root / boundary.HOLDOUT_MANIFEST_FILE).read_text())["files"]
+    files |= {name: (root / name).read_bytes() for name in listed if name not in files}
+    (root / boundary.HOLDOUT_MANIFEST_FILE).write_text(json.dumps(manifest(files)))
+
+
+def evaluate_on(holdout: str, tmp_path: Path, model: Path, dag_id: str, monkeypatch, fingerprint: bool = True) -> None:
+    """What this run's evaluation job writes: it reads the set as the evaluation does (every file checked against the
+    manifest) and writes a passing verdict naming the manifest's fingerprint (``fingerprint=False``: a verdict of
+    before hold-out sets were sealed)."""
+    from trainium_trainer.common.holdout import read_holdout
+    from trainium_trainer.llama.data import load_blocks
+
+    files, held = read_holdout(holdout)
+    assert len(load_blocks(holdout, "eval", files)) > 0
+    monkeypatch.setenv(boundary.ENV_EVIDENCE_KEY, job_key(job_name(dag_id, "evaluate", run_id())))
+    write_verdict((tmp_path / "evaluation").as_uri(), model_uri=model.as_uri(), metric="eval_loss", value=1.0,
+                  threshold=2.0, comparison="<", holdout_fingerprint=held if fingerprint else None)  # fmt: skip
+
+
+def run_register_with_holdout(tmp_path: Path, dag_id: str):
+    """The fine-tune DAG's evidence tasks: ``prepare_holdout`` and ``evaluate`` jobs (marked success: their writes
+    are the test's, as above), then ``register`` checking the verdict and the hold-out set's seal."""
+    from airflow.sdk import DAG
+
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
+    from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
+
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        holdout = TrainiumJobOperator(task_id="prepare_holdout", entry_point="trainium_trainer.llama.data",
+                                      distributed=False, compute="local",
+                                      output_uri=(tmp_path / "holdout").as_uri())  # fmt: skip
+        evaluate = TrainiumJobOperator(task_id="evaluate", entry_point="trainium_trainer.llama.evaluate",
+                                       distributed=False, compute="local",
+                                       output_uri=(tmp_path / "evaluation").as_uri())  # fmt: skip
+        register = TrainiumRegisterModelOperator(task_id="register", model_name="m",
+                                                 source_uri=str(tmp_path / "runs/model"), promote_alias="latest",
+                                                 promote_manual_runs=True, holdout_task_id="prepare_holdout",
+                                                 retries=0)  # fmt: skip
+        holdout >> evaluate >> register
+    run = run_dag(dag, mark_success_pattern="^(prepare_holdout|evaluate)$", run_after=RUN_AFTER,
+                  logical_date=RUN_AFTER)  # fmt: skip
+    return {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("swapped", "the hold-out files were replaced between the data task and the evaluation"),
+        ("another run's set", "is not sealed by data job holdout_another_run_s_set-prepare_holdout-"),
+        ("no fingerprint", "names no hold-out set"),
+    ],
+)
+def test_a_verdict_on_another_holdout_set_registers_nothing(tmp_path, root, monkeypatch, capfd, case, reason):
+    model = model_dir(tmp_path)
+    dag_id = "holdout_" + "".join(c if c.isalnum() else "_" for c in case)
+    holdout = prepare_holdout(tmp_path, dag_id, monkeypatch)
+    if case == "swapped":  # between the data task and the evaluation
+        swap_holdout(holdout)
+    if case == "another run's set":  # this run's seal replaced by the copy of another run's data job
+        other = prepare_holdout(tmp_path / "other", "another_dag", monkeypatch)
+        seals = tmp_path / "holdout" / boundary.HOLDOUT_SEALS_DIR
+        (mine,) = seals.iterdir()
+        swap_holdout(other)
+        monkeypatch.setenv(boundary.ENV_EVIDENCE_KEY, job_key(job_name("another_dag", "prepare_holdout", run_id())))
+        other_root = tmp_path / "other" / "holdout"
+        listed = json.loads((other_root / boundary.HOLDOUT_MANIFEST_FILE).read_text())["files"]
+        write_manifest(other_root.as_uri(), {name: (other_root / name).read_bytes() for name in listed})
+        for name in [*listed, boundary.HOLDOUT_MANIFEST_FILE]:
+            (tmp_path / "holdout" / name).write_bytes((other_root / name).read_bytes())
+        mine.write_bytes(next((other_root / boundary.HOLDOUT_SEALS_DIR).iterdir()).read_bytes())
+    evaluate_on(holdout, tmp_path, model, dag_id, monkeypatch, fingerprint=case != "no fingerprint")
+    assert run_register_with_holdout(tmp_path, dag_id) == {
+        "prepare_holdout": "success",
+        "evaluate": "success",
+        "register": "failed",
+    }
+    assert reason in capfd.readouterr().out
+    assert ModelRegistry(root).list_models() == []
+
+
+def test_a_verdict_on_this_runs_sealed_holdout_set_registers_and_promotes(tmp_path, root, monkeypatch):
+    model = model_dir(tmp_path)
+    holdout = prepare_holdout(tmp_path, "holdout_kept", monkeypatch)
+    prepare_holdout(tmp_path, "holdout_kept_backfill", monkeypatch)  # another run prepares the same set meanwhile
+    evaluate_on(holdout, tmp_path, model, "holdout_kept", monkeypatch)
+    assert run_register_with_holdout(tmp_path, "holdout_kept") == {
+        "prepare_holdout": "success",
+        "evaluate": "success",
+        "register": "success",
+    }
     assert ModelRegistry(root).get_alias("m", "latest").version == 1

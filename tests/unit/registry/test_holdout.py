@@ -106,6 +106,15 @@ def test_no_sealed_manifest_of_this_runs_data_job_registers_nothing(tmp_path, mo
         register_check(verdict, root)
 
 
+def test_a_verdict_of_before_hold_out_sets_were_sealed_registers_nothing(tmp_path, monkeypatch):
+    root = tmp_path / "holdout"
+    prepare(root, monkeypatch)
+    verdict = evaluate(root, tmp_path, monkeypatch)
+    older = sealed({k: v for k, v in verdict.items() if k not in ("holdout_fingerprint", "seal")}, job_key(EVAL_JOB))
+    with pytest.raises(VerdictError, match="names no hold-out set"):
+        register_check(older, root)
+
+
 def test_a_verdict_naming_another_set_or_none_registers_nothing(tmp_path, monkeypatch):
     expected = boundary.record_fingerprint(manifest(FILES))
     other = boundary.record_fingerprint(manifest({**FILES, "index.json": b"{}"}))
