@@ -110,11 +110,16 @@ def test_two_intervals_register_two_versions_from_one_compilation_and_promote_no
     assert reg.list_versions("llama-finetune") == [1, 2]
     trained_on = sorted(reg.get_version("llama-finetune", v).manifest["source"]["uri"] for v in (1, 2))
     assert [Path(u).parent.parent.name for u in trained_on] == INTERVALS  # keyed by interval, then spec
-    holdouts = set()
+    holdouts, fingerprints = set(), set()
     for day in INTERVALS:
         (found,) = (artifact_root / "llama" / "finetune" / day).glob("*/evaluation/evaluation.json")
         holdouts.add(json.loads(found.read_text())["data_uri"])
-    assert len(holdouts) == 1 and "/holdout/" in holdouts.pop()  # every day judged on the same held-out set
+        fingerprints.add(json.loads(found.with_name("verdict.json").read_text())["holdout_fingerprint"])
+    holdout = holdouts.pop()
+    assert not holdouts and "/holdout/" in holdout  # every day judged on the same held-out set
+    assert len(fingerprints) == 1 and None not in fingerprints  # ... the same sealed manifest, which register checked
+    seals = list(Path(holdout.removeprefix("file://"), "holdout-seals").glob("*.json"))
+    assert len(seals) == 2  # each run's prepare_holdout sealed it with its own key, neither overwriting the other
     keys = list((artifact_root / "compile-cache" / "trainium_llama_finetune" / "keys").glob("*.json"))
     assert len(keys) == 1  # one compilation served both days
     assert reg.get_alias("llama-finetune", "latest") is None
