@@ -30,13 +30,16 @@ def seal_uri(holdout_uri: str, job_name: str) -> str:
     return f"{holdout_uri.rstrip('/')}/{boundary.HOLDOUT_SEALS_DIR}/{boundary.key_id(job_key(job_name))}.json"
 
 
-def read_sealed_manifest(holdout_uri: str, *, trainium_conn_id: str | None = None) -> Any:
+def read_sealed_manifest(
+    holdout_uri: str, *, aws_conn_id: str | None = None, trainium_conn_id: str | None = None
+) -> Any:
     """The JSON at ``holdout_uri`` (a sealed copy's URI; None when there is none), read with the connection's
     credentials, like every artifact."""
     from airflow_provider_trainium import artifacts
     from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
-    data = artifacts.read_bytes(holdout_uri, missing_ok=True, trainium_conn_id=trainium_conn_id or DEFAULT_CONN_ID)
+    data = artifacts.read_bytes(holdout_uri, missing_ok=True, aws_conn_id=aws_conn_id,
+                                trainium_conn_id=trainium_conn_id or DEFAULT_CONN_ID)  # fmt: skip
     if data is None:
         return None
     try:
@@ -77,11 +80,12 @@ def check_holdout(verdict: dict[str, Any], expected: str, where: str, holdout_ta
 
 def require_holdout(
     verdict: dict[str, Any], where: str, holdout_uri: str, job_name: str, holdout_task_id: str,
-    trainium_conn_id: str | None = None,
+    trainium_conn_id: str | None = None, aws_conn_id: str | None = None,
 ) -> str:  # fmt: skip
     """Check ``verdict`` against the manifest the data job named ``job_name`` sealed under ``holdout_uri``; returns
     the fingerprint both name."""
     seal_at = seal_uri(holdout_uri, job_name)
-    expected = sealed_fingerprint(read_sealed_manifest(seal_at, trainium_conn_id=trainium_conn_id), seal_at, job_name)
+    found = read_sealed_manifest(seal_at, aws_conn_id=aws_conn_id, trainium_conn_id=trainium_conn_id)
+    expected = sealed_fingerprint(found, seal_at, job_name)
     check_holdout(verdict, expected, where, holdout_task_id)
     return expected

@@ -5,8 +5,10 @@ A job writes its own outputs, checkpoints, compile cache, data and llama prefixe
 it cannot write the registry (``models/``: versions and aliases), the image-build contexts, the code bundles,
 anything outside the prefix, or the bucket's settings. Airflow, with the published Airflow policy, writes the
 registry. The one job role is shared by every run, so a job *can* write another run's evaluation output and the
-shared hold-out set under ``data/``: what keeps a forged verdict from promoting is its seal (``registry.seal``),
-which the last test plays out through the provider's own verdict reader, over this S3, as Airflow. The plan
+shared hold-out sets (under ``data/`` and ``llama/``): what keeps a forged verdict from promoting is its seal
+(``registry.seal``), which the verdict test plays out through the provider's own verdict reader, over this S3, as
+Airflow; what keeps a swapped hold-out set from counting is the manifest its data job sealed (``registry.holdout``),
+which the last test plays out the same way. The plan
 record, which only Airflow writes but which lies under ``runs/``, is the one known gap (a strict xfail).
 
 Cost: one moto process for the module (about 1 s to start and set up); the module runs in about 6 s.
@@ -234,3 +236,54 @@ def test_a_verdict_forged_with_the_job_role_is_refused_by_airflow(world, monkeyp
     else:
         with pytest.raises(VerdictError, match="not sealed by evaluation job"):
             check_verdict(found, FINGERPRINT, evaluation_uri, evaluation_job)
+
+
+HOLDOUT_SET = {"index.json": b'{"eval": [{"file": "eval/shard-00000.npy"}]}', "eval/shard-00000.npy": b"\x01" * 32}
+
+
+@pytest.mark.parametrize("attack", ["none", "set swapped", "seal of another run's data job"])
+def test_a_holdout_set_swapped_with_the_job_role_is_refused_by_airflow(world, monkeypatch, attack):
+    """The swapped hold-out set on S3: this run's data job writes the fine-tune's shared set, its manifest and its
+    sealed copy with the job role; then a job replaces the set and its manifest (the evaluation then names the
+    fingerprint of what it found), or puts another run's data job's sealed copy in place of this run's. Airflow,
+    reading as the Airflow principal, accepts only the verdict on the set this run's data job sealed."""
+    from airflow_provider_trainium.registry.holdout import require_holdout
+    from trainium_trainer.common.holdout import manifest, seal_uri
+
+    conn_id = airflow_connection(world, monkeypatch)
+    job = world.s3("job")
+    holdout_uri = f"{world.root}/llama/finetune/holdout/" + "".join(c if c.isalnum() else "-" for c in attack)
+
+    def put(uri: str, body: bytes) -> None:  # the job role allows every one of these writes
+        job.put_object(Bucket=world.bucket, Key=uri.removeprefix(f"s3://{world.bucket}/"), Body=body)
+
+    def data_job(files: dict[str, bytes], run: str, seal_at: str | None = None) -> None:
+        key = job_key(job_name(DAG, "prepare_holdout", run))
+        record = manifest(files)
+        for name, body in files.items():
+            put(f"{holdout_uri}/{name}", body)
+        put(f"{holdout_uri}/{boundary.HOLDOUT_MANIFEST_FILE}", json.dumps(record).encode())
+        sealed = {**record, boundary.SEAL_FIELD: boundary.seal(record, key)}
+        put(seal_at or seal_uri(holdout_uri, key), json.dumps(sealed).encode())
+
+    data_job(HOLDOUT_SET, RUN)
+    judged = HOLDOUT_SET
+    if attack == "set swapped":
+        judged = {**HOLDOUT_SET, "eval/shard-00000.npy": b"\x00" * 32}
+        for name, body in judged.items():
+            put(f"{holdout_uri}/{name}", body)
+        put(f"{holdout_uri}/{boundary.HOLDOUT_MANIFEST_FILE}", json.dumps(manifest(judged)).encode())
+    elif attack == "seal of another run's data job":
+        judged = {**HOLDOUT_SET, "eval/shard-00000.npy": b"\x00" * 32}
+        mine = seal_uri(holdout_uri, job_key(job_name(DAG, "prepare_holdout", RUN)))
+        data_job(judged, OTHER_RUN, seal_at=mine)
+    verdict = {"holdout_fingerprint": boundary.record_fingerprint(manifest(judged))}
+
+    check = lambda: require_holdout(verdict, "evaluate", holdout_uri, job_name(DAG, "prepare_holdout", RUN),  # noqa: E731
+                                    "prepare_holdout", aws_conn_id=conn_id)  # fmt: skip
+    if attack == "none":
+        assert check() == verdict["holdout_fingerprint"]
+    else:
+        reason = "replaced between the data task" if attack == "set swapped" else "not sealed by data job"
+        with pytest.raises(VerdictError, match=reason):
+            check()
