@@ -223,8 +223,10 @@ def denied(call: Any, *args: Any, **kwargs: Any) -> bool:
     return False
 
 
-def airflow_connection(world: IamS3, monkeypatch: pytest.MonkeyPatch, conn_id: str = "aws_iam_moto") -> str:
-    """An Airflow AWS connection ``conn_id`` to ``world`` as its Airflow user (the published Airflow policy)."""
+def airflow_connection(world: IamS3, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An Airflow AWS connection to ``world`` as its Airflow user (the published Airflow policy); its id names the
+    server's port, since Airflow keeps one object-storage file system per connection id for the process."""
+    conn_id = "aws_iam_moto_" + world.url.rsplit(":", 1)[1]
     c = world.principals["airflow"]
     conn = {"conn_type": "aws", "login": c.access_key_id, "password": c.secret_access_key,
             "extra": {"endpoint_url": world.url, "region_name": MOTO_REGION}}  # fmt: skip
