@@ -5,11 +5,11 @@ What moto 5.2 evaluates once authentication is on (``moto/iam/access_control.py`
 ``moto/s3/responses.py``): the signature and access key of every request; the caller's identity policies (an IAM
 user's inline, attached and group policies; an assumed role's inline and attached policies, never a session
 policy); ``Action`` and ``Resource`` with ``*`` wildcards; explicit Deny over Allow. What it does not: conditions
-other than ``StringEquals`` on values a request never supplies (so ``s3:prefix`` on ListBucket is not checked and
-the job role lists the whole bucket here), and bucket policies, apart from object requests, where it evaluates
-them ignoring every condition (the template's ``aws:SecureTransport`` and ``aws:PrincipalArn`` would deny
-everyone): this bucket has none, so what is proven here is the job role's own policy, without the bucket
-policy's extra Deny. A DeleteObjects (multi-object delete) is authorised on the bucket ARN, so moto refuses it to
+(an identity policy is checked with no request context, so every condition holds: ``s3:prefix`` on ListBucket is
+not checked and the job role lists the whole bucket here), and bucket policies, apart from object requests,
+where it evaluates them ignoring every condition (the template's ``aws:SecureTransport`` and ``aws:PrincipalArn``
+would deny everyone): this bucket has none, so what is proven here is the job role's own policy, without the
+bucket policy's extra Deny. A DeleteObjects (multi-object delete) is authorised on the bucket ARN, so moto refuses it to
 a role whose deletes are scoped to object ARNs, unlike AWS.
 
 The authorisation switch is process-wide (``settings.INITIAL_NO_AUTH_ACTION_COUNT``): a ``ThreadedMotoServer``
