@@ -48,7 +48,11 @@ def test_job_role_reads_the_prefix_writes_only_job_prefixes_and_keeps_nothing_el
     actions = {a for s in found.values() for a in as_list(s["Action"])}
     assert not {a for a in actions if not a.startswith("s3:")}, "image pulls and logs are the execution role's"
     assert found["ReadTheArtifactPrefix"]["Resource"] == {"Fn::Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/*"}
-    writes = [s for s in found.values() if {"s3:PutObject", "s3:DeleteObject"} & set(as_list(s["Action"]))]
+    writes = [
+        s
+        for s in found.values()
+        if s["Effect"] == "Allow" and {"s3:PutObject", "s3:DeleteObject"} & set(as_list(s["Action"]))
+    ]
     assert len(writes) == 1
     assert writes[0]["Resource"] == [object_arn(p) for p in JOB_PREFIXES]
     assert not set(AIRFLOW_ONLY_PREFIXES) & set(JOB_PREFIXES)

@@ -9,7 +9,7 @@ shared hold-out sets (under ``data/`` and ``llama/``): what keeps a forged verdi
 (``registry.seal``), which the verdict test plays out through the provider's own verdict reader, over this S3, as
 Airflow; what keeps a swapped hold-out set from counting is the manifest its data job sealed (``registry.holdout``),
 which the last test plays out the same way. The plan
-record, which only Airflow writes but which lies under ``runs/``, is the one known gap (a strict xfail).
+record, which only Airflow writes though it lies under ``runs/``, is kept from jobs by an explicit Deny.
 
 Cost: one moto process for the module (about 1 s to start and set up); the module runs in about 6 s.
 """
@@ -179,14 +179,6 @@ def test_one_shared_job_role_writes_every_runs_prefixes_and_the_shared_hold_out_
     assert body(world, key) == b"replaced by another run's job"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: the plan record (runs/<dag>/<run>/check_params/plan.json) is written by Airflow only, but "
-    "lies under runs/*, which the job role's WriteWhereJobsWrite statement grants; its seal makes a replaced record "
-    "fail the run rather than steer it, yet a job can still replace or delete it. Closed by a Deny of s3:PutObject "
-    "and s3:DeleteObject on ${ArtifactBucket.Arn}/${ArtifactPrefix}/runs/*/check_params/plan.json in the JobRole's "
-    "artifacts policy (docs/security.md, 'Evidence no job can forge')",
-)
 @pytest.mark.parametrize("write", ["put", "delete"])
 def test_a_job_cannot_replace_a_runs_plan_record(world, write):
     key = world.key(run_prefix(OTHER_RUN, "check_params"), "plan.json")
