@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import json
 import os
 import re
 import subprocess
@@ -88,16 +87,13 @@ def test_the_install_block_works_as_written(wheel: Path, constraints_server: str
     output = ran.stdout + ran.stderr
     assert ran.returncode == 0, output[-6000:]
     assert f"Processing {wheel}" in output or wheel.name in output  # this checkout's wheel, not a PyPI release
-    assert "No data found" in ran.stdout.splitlines()[-1], output[-3000:]
+    # the block's last two commands: no import error, then the installed DAGs listed from the folder
+    assert "No data found" in ran.stdout, output[-3000:]
+    listed = ran.stdout.rsplit("No data found", 1)[1]
+    assert all(dag_id in listed for dag_id in ("trainium_mnist_mlp", "trainium_titan_pretrain")), output[-3000:]
 
     shipped = sorted(p.name for p in dags_folder().glob("*.py"))
     assert sorted(p.name for p in (home / "dags").glob("*.py")) == shipped
-    listed = subprocess.run(
-        [str(venv / "bin" / "airflow"), "dags", "list", "--local", "-o", "json"],
-        env=env, capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
-    dag_ids = {row["dag_id"] for row in json.loads(listed.stdout.strip().splitlines()[-1])}
-    assert {"trainium_mnist_mlp", "trainium_llama_pretrain"} <= dag_ids
     # a worker that only submits to ECS or Batch gets no torch
     no_torch = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch"], capture_output=True, timeout=60)
     assert no_torch.returncode != 0
