@@ -17,12 +17,13 @@ import logging
 import os
 import sys
 import time
+from typing import Any, Protocol
 
 import torch
 
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
-from trainium_trainer.common.device import init_runtime
+from trainium_trainer.common.device import Runtime, init_runtime
 from trainium_trainer.common.distributed import init_distributed
 from trainium_trainer.common.stack import selected_stack
 
@@ -37,6 +38,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
     return p.parse_args(argv)
+
+
+class _Group(Protocol):
+    """What ``main`` uses of a process group: the XLA path's ``Distributed`` or the native ``_NativeGroup``."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def backend(self) -> str | None: ...
+
+    @property
+    def is_main(self) -> bool: ...
+
+    # runtime: the XLA path's Runtime (where the reduction runs); the native group ignores it
+    def all_reduce_sum(self, value: torch.Tensor, runtime: Any, /) -> torch.Tensor: ...
+
+    def barrier(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class _NativeGroup:
@@ -65,16 +89,19 @@ class _NativeGroup:
         self._dist.destroy_process_group()
 
 
+def _init_group() -> tuple[_Group, Runtime | _NativeGroup, torch.device]:
+    """The process group, the runtime it reduces on (natively the group itself) and the checked tensors' device."""
+    if selected_stack() == boundary.STACK_NATIVE:
+        native = _NativeGroup()
+        return native, native, native.device.device
+    runtime = init_runtime()
+    return init_distributed(runtime), runtime, runtime.device
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
-    if selected_stack() == boundary.STACK_NATIVE:
-        dist = runtime = _NativeGroup()
-        device = dist.device.device
-    else:
-        runtime = init_runtime()
-        dist = init_distributed(runtime)
-        device = runtime.device
+    dist, runtime, device = _init_group()
     world = dist.world_size
     ones = dist.all_reduce_sum(torch.ones(args.elements, device=device), runtime)
     ranks = dist.all_reduce_sum(torch.full((args.elements,), float(dist.rank + 1), device=device), runtime)

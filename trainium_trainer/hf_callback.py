@@ -31,7 +31,8 @@ def _metric(metrics: dict[str, Any], name: str) -> float | None:
     """``eval_<name>``, or ``eval_<dataset>_<name>`` when the Trainer evaluates several named data sets."""
     for key, value in metrics.items():
         if key == name or key.endswith(f"_{name}"):
-            return value
+            found: float | None = value
+            return found
     return None
 
 

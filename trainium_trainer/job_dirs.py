@@ -113,7 +113,8 @@ def in_code_folder(word: str, dirs: JobDirs) -> str:
 def _fs(uri: str) -> tuple[Any, str]:
     from fsspec.core import url_to_fs
 
-    return url_to_fs(uri)
+    fs, path = url_to_fs(uri)
+    return fs, path
 
 
 def download(uri: str, into: Path, skip_top: tuple[str, ...] = ()) -> int:

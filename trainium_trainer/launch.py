@@ -77,7 +77,8 @@ def own_address() -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
             sock.connect(("10.255.255.255", 1))  # no packet is sent; picks the outgoing interface
-            return sock.getsockname()[0]
+            picked: str = sock.getsockname()[0]  # an AF_INET socket's name is (host, port)
+            return picked
         except OSError:
             return address or "127.0.0.1"
 

@@ -117,7 +117,9 @@ def load_latest_checkpoint(checkpoint_uri: str | None) -> dict[str, Any] | None:
 def rng_state(xla: bool = False) -> dict[str, Any]:
     """Python, numpy, torch (and XLA) RNG states as ints, lists and tensors, which ``weights_only`` loads."""
     version, internal, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    numpy_state = np.random.get_state()
+    assert isinstance(numpy_state, tuple)  # legacy=True (the default) gives the tuple form, not the dict
+    kind, keys, pos, has_gauss, cached = numpy_state
     state: dict[str, Any] = {
         "python": [version, list(internal), gauss],
         "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)],

@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import torch
 
 from trainium_trainer import boundary
+
+_T = TypeVar("_T")
 
 RUNTIMES = ("neuron", "xla", "eager")
 
@@ -111,11 +113,14 @@ class Runtime:
         found = counter("PersistentCacheHit") + counter("PersistentCacheDeserializeFailure")
         return {"found": found, "missing": counter("PersistentCacheMiss")}
 
-    def to_cpu(self, value: Any) -> Any:
+    def to_cpu(self, value: _T) -> _T:
+        """``value`` (a tensor, or a dict or list of them) with its tensors on the host, in the same structure."""
         if self.is_xla:
             import torch_xla.core.xla_model as xm
 
-            return xm._maybe_convert_to_cpu(value)
+            # value's structure with its tensors moved (torch_xla's annotation, ToXlaTensorArena, is wrong)
+            host: _T = xm._maybe_convert_to_cpu(value)  # type: ignore[assignment]  # torch_xla's wrong annotation
+            return host
         return value
 
 

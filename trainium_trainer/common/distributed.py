@@ -68,6 +68,7 @@ class Distributed:
             import torch_xla.core.xla_model as xm
 
             reduced = xm.all_reduce(xm.REDUCE_SUM, value)
+            assert isinstance(reduced, torch.Tensor)  # one tensor in, one out (a list only for a list)
             runtime.step()
             return reduced.cpu()
         host = runtime.to_cpu(value).clone()

@@ -26,8 +26,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from trainium_trainer import boundary
@@ -47,7 +49,7 @@ def gather_buffers(tensors: Sequence[torch.Tensor], rows: int) -> list[torch.Ten
 
 
 def gather_batches(
-    tensors: Sequence[torch.Tensor], order: np.ndarray, out: Sequence[torch.Tensor] | None = None
+    tensors: Sequence[torch.Tensor], order: npt.NDArray[Any], out: Sequence[torch.Tensor] | None = None
 ) -> list[tuple[torch.Tensor, ...]]:
     """Per-step batches for ``order`` (shape ``(steps, batch)``, sample indices), as contiguous views.
 
@@ -78,7 +80,7 @@ class EpochBatches:
     """
 
     def __init__(
-        self, tensors: Sequence[torch.Tensor], order_of: Callable[[int], np.ndarray], epochs: Sequence[int]
+        self, tensors: Sequence[torch.Tensor], order_of: Callable[[int], npt.NDArray[Any]], epochs: Sequence[int]
     ) -> None:
         self._tensors = tensors
         self._order_of = order_of
@@ -163,7 +165,8 @@ def _sync_feed(batches: Sequence[object], device: torch.device) -> Iterator[obje
     import torch_xla.core.xla_model as xm
 
     for start in range(0, len(batches), SYNC_CHUNK):
-        for batch in xm.send_cpu_data_to_device(list(batches[start : start + SYNC_CHUNK]), device):
+        moved = xm.send_cpu_data_to_device(list(batches[start : start + SYNC_CHUNK]), device)
+        for batch in moved:  # type: ignore[attr-defined]  # torch_xla says ToXlaTensorArena; it returns the moved list
             torch_xla.sync()  # as the loader: what was traced before this batch (the previous step) runs now
             yield batch
     torch_xla.sync()

@@ -25,13 +25,15 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
 
 def exists(uri: str) -> bool:
     fs, path = filesystem(uri)
-    return fs.exists(path)
+    found: bool = fs.exists(path)
+    return found
 
 
 def read_bytes(uri: str) -> bytes:
     fs, path = filesystem(uri)
     with fs.open(path, "rb") as fh:
-        return fh.read()
+        data: bytes = fh.read()
+    return data
 
 
 def write_bytes(uri: str, data: bytes) -> None:
