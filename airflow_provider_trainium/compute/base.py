@@ -160,7 +160,7 @@ class ComputeBackend(ABC):
     @classmethod
     def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> ComputeBackend:
         """The backend for this connection; ``options`` holds operator settings a backend may use."""
-        return cls(config)  # type: ignore[call-arg]
+        return cls(config)  # type: ignore[call-arg]  # each backend's __init__ takes the config; the ABC has none
 
     def check(self, spec: JobSpec) -> None:
         """Raise ValueError for anything this backend cannot run, before any call that costs money."""

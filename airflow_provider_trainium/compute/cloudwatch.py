@@ -211,6 +211,7 @@ async def drain_streams(
     logs.learn_all(log_streams)
     if not logs.streams or not log_group:
         return ()
-    async with await AwsLogsHook(aws_conn_id=aws_conn_id, region_name=region_name).get_async_conn() as client:
+    hook = AwsLogsHook(aws_conn_id=aws_conn_id, region_name=region_name)
+    async with await hook.get_async_conn() as client:  # type: ignore[no-untyped-call]  # the amazon provider's AwsBaseHook.get_async_conn has no annotations
         await drain(logs, client)
     return tuple(logs.tail)

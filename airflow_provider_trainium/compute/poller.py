@@ -16,7 +16,7 @@ import random
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 #: DescribeJobs and DescribeTasks both take at most 100 ids per call.
 DESCRIBE_MAX = 100
@@ -109,14 +109,16 @@ class SharedPoller:
 
     # -- one poller per event loop, connection and scope ------------------------------------------------
     @classmethod
-    def _shared(cls, aws_conn_id: str | None, region_name: str | None, interval: float, *scope: Any) -> Any:
+    def _shared(cls, aws_conn_id: str | None, region_name: str | None, interval: float, *scope: Any) -> Self:
         loop = asyncio.get_running_loop()
         pollers = cls._registry.setdefault(loop, {})
         key = (cls, aws_conn_id, region_name, float(interval), *scope)
         poller = pollers.get(key)
         if poller is None:
-            poller = pollers[key] = cls(aws_conn_id, region_name, interval, *scope)
-            poller._key = key
+            created = pollers[key] = cls(aws_conn_id, region_name, interval, *scope)
+            created._key = key
+            return created
+        assert isinstance(poller, cls)  # the key starts with the class: only its own instances are under it
         return poller
 
     def _drop(self) -> None:

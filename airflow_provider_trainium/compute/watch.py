@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import importlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_trainium.compute.base import JobEvent, JobHandle, JobStatus, LogSink
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
 
 
 class JobWatch(Protocol):
-    def run(self, on_log: LogSink) -> AsyncIterator[JobEvent]: ...
+    def run(self, on_log: LogSink) -> AsyncGenerator[JobEvent, None]: ...
 
     async def cancel(self, reason: str) -> None: ...
 
 
 async def first_event(watch: JobWatch, on_log: LogSink) -> JobEvent:
     """The one event the loop yields (a loop that ends without one is a bug, not a job state)."""
-    async with contextlib.aclosing(watch.run(on_log)) as events:  # type: ignore[type-var]
+    async with contextlib.aclosing(watch.run(on_log)) as events:
         async for event in events:
             return event
     raise RuntimeError(f"{type(watch).__name__} ended without an event")

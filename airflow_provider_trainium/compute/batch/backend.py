@@ -9,7 +9,7 @@ again; a job that succeeded is not rerun.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 from airflow_provider_trainium.compute.base import (
     SPEC_HASH_TAG,
@@ -35,6 +35,22 @@ if TYPE_CHECKING:
 
 #: Compute resource types on which AWS Batch runs no multi-node parallel job.
 SPOT_TYPES = frozenset({"SPOT", "FARGATE_SPOT"})
+
+
+class BatchClient(Protocol):
+    """The boto3 Batch calls this backend makes. The amazon provider types its hook's client as its own
+    ``BatchProtocol``, which lacks DescribeComputeEnvironments, DescribeJobQueues and RegisterJobDefinition."""
+
+    def describe_compute_environments(self, **kwargs: Any) -> dict[str, Any]: ...
+    def describe_job_queues(self, **kwargs: Any) -> dict[str, Any]: ...
+    def register_job_definition(self, **kwargs: Any) -> dict[str, Any]: ...
+    def submit_job(self, **kwargs: Any) -> dict[str, Any]: ...
+    def terminate_job(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+class _Timing(TypedDict, total=False):
+    poll_interval: float
+    log_interval: float
 
 
 class BatchInputError(JobInputError):
@@ -76,7 +92,11 @@ class BatchBackend(WatchedBackend, ComputeBackend):
     @classmethod
     def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> BatchBackend:
         """The operator's ``poll_interval`` and ``log_interval``, where it sets them."""
-        timing = {name: float(options[name]) for name in ("poll_interval", "log_interval") if name in options}
+        timing: _Timing = {}
+        if "poll_interval" in options:
+            timing["poll_interval"] = float(options["poll_interval"])
+        if "log_interval" in options:
+            timing["log_interval"] = float(options["log_interval"])
         return cls(config, **timing)
 
     @cached_property
@@ -84,6 +104,11 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
 
         return TrainiumBatchHook(aws_conn_id=self.config.aws_conn_id, region_name=self.config.region_name)
+
+    @property
+    def client(self) -> BatchClient:
+        """The hook's boto3 Batch client (a botocore client, which has every Batch call)."""
+        return cast(BatchClient, self.hook.client)
 
     # -- what to submit ---------------------------------------------------------------------------------
     def job_queue(self, instance_type: str, capacity_reservation: str | None = None) -> str:
@@ -122,7 +147,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         cost nothing."""
         from airflow_provider_trainium.compute.capacity import refuse_unplaceable
 
-        client = self.hook.client
+        client = self.client
         arns = [o["computeEnvironment"] for o in self.require_queue(queue).get("computeEnvironmentOrder", [])]
         environments = client.describe_compute_environments(computeEnvironments=arns).get("computeEnvironments", [])
         spot = sorted(
@@ -142,11 +167,13 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         """The ARN of an ACTIVE definition with this (content-hash) name, registering it if there is none."""
         existing = self.hook.active_definition(definition["jobDefinitionName"])
         if existing is not None:
-            return existing["jobDefinitionArn"]
-        response = self.hook.client.register_job_definition(
+            arn: str = existing["jobDefinitionArn"]
+            return arn
+        response = self.client.register_job_definition(
             **definition, tags={"trainium:managed-by": "airflow-provider-trainium"}
         )
-        return response["jobDefinitionArn"]
+        registered: str = response["jobDefinitionArn"]
+        return registered
 
     # -- ComputeBackend -------------------------------------------------------------------------------
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
@@ -164,7 +191,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         )
         defs.validate_node_overrides(definition, request)
         request["jobDefinition"] = self.register_definition(definition)
-        response = self.hook.client.submit_job(**request)
+        response = self.client.submit_job(**request)
         return self._handle(response["jobId"], job_name, queue, spec.nodes, request["jobDefinition"], spec_hash)
 
     def _handle(
@@ -198,13 +225,14 @@ class BatchBackend(WatchedBackend, ComputeBackend):
 
     def require_queue(self, queue: str) -> dict[str, Any]:
         """The queue's description; a :class:`BatchInputError` naming it when Batch has no such queue."""
-        queues = self.hook.client.describe_job_queues(jobQueues=[queue]).get("jobQueues", [])
+        queues = self.client.describe_job_queues(jobQueues=[queue]).get("jobQueues", [])
         if not queues:
             raise BatchInputError(
                 f"AWS Batch has no job queue {queue!r} (batch_job_queues or capacity_reservations of the trainium "
                 "connection)"
             )
-        return queues[0]
+        described: dict[str, Any] = queues[0]
+        return described
 
     def find_existing(self, job_name: str, tags: dict[str, str]) -> JobHandle | None:
         """The newest job with this name and these tags on any of the connection's queues (a reservation's
@@ -232,7 +260,7 @@ class BatchBackend(WatchedBackend, ComputeBackend):
         return JobStatus(batch_state(job), reason=str(job.get("statusReason", "")), exit_code=exit_code(job))
 
     def cancel(self, handle: JobHandle, reason: str) -> None:
-        self.hook.client.terminate_job(jobId=handle.job_id, reason=f"{CANCEL_PREFIX}{reason}")
+        self.client.terminate_job(jobId=handle.job_id, reason=f"{CANCEL_PREFIX}{reason}")
 
     def billed_intervals(self, handle: JobHandle) -> list[Interval]:
         """Every attempt of every node job (``<id>#i``) of a multi-node job, or the job's own attempts."""

@@ -14,7 +14,7 @@ logs as it finishes can miss the task's log (see :mod:`airflow_provider_trainium
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +66,7 @@ class BatchJobWatch:
     def job_id(self) -> str:
         return str(self.handle["job_id"])
 
-    async def run(self, on_log: LogSink) -> AsyncIterator[JobEvent]:
+    async def run(self, on_log: LogSink) -> AsyncGenerator[JobEvent, None]:
         """Follow the job until it ends; yields exactly one event."""
         poller = BatchJobPoller.shared(self.aws_conn_id, self.region_name, self.poll_interval)
         poller.watch(self.job_id)  # before the first await: joins the next round of the shared poll
@@ -196,5 +196,5 @@ class BatchJobWatch:
         from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
 
         hook = TrainiumBatchHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        async with await hook.get_async_conn() as client:
+        async with await hook.get_async_conn() as client:  # type: ignore[no-untyped-call]  # the amazon provider's AwsBaseHook.get_async_conn has no annotations
             await client.terminate_job(jobId=self.job_id, reason=reason)

@@ -85,8 +85,9 @@ class EcsBackend(WatchedBackend, ComputeBackend):
             problems.append("log_group is not set (the task's output goes to CloudWatch Logs)")
         if problems:
             raise EcsInputError("the trainium connection cannot run compute='ecs': " + "; ".join(problems))
+        assert config.ecs_cluster  # refused above when unset
         self.config = config
-        self.cluster: str = config.ecs_cluster  # type: ignore[assignment]
+        self.cluster: str = config.ecs_cluster
         self.poll_interval_seconds = poll_interval_seconds
         self.placement_timeout_seconds = placement_timeout_seconds
         self._clusters_checked: set[str] = set()
@@ -109,7 +110,8 @@ class EcsBackend(WatchedBackend, ComputeBackend):
 
     @property
     def region_name(self) -> str:
-        return self.hook.region_name or self.hook.conn.meta.region_name
+        region: str = self.hook.region_name or self.hook.conn.meta.region_name
+        return region
 
     # -- checks before anything is paid for ---------------------------------------------------------
     def check(self, spec: JobSpec) -> None:
@@ -252,7 +254,8 @@ class EcsBackend(WatchedBackend, ComputeBackend):
         from botocore.exceptions import ClientError
 
         try:
-            return self.hook.tasks_started_by(cluster, job_name)
+            tasks: list[dict[str, Any]] = self.hook.tasks_started_by(cluster, job_name)
+            return tasks
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") == "ClusterNotFoundException":
                 return []

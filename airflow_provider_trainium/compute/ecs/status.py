@@ -22,7 +22,7 @@ def task_id(task_arn: str) -> str:
 
 
 def training_container(task: dict[str, Any], name: str = CONTAINER_NAME) -> dict[str, Any]:
-    containers = task.get("containers") or []
+    containers: list[dict[str, Any]] = task.get("containers") or []
     for container in containers:
         if container.get("name") == name:
             return container

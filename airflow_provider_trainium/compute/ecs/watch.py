@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +105,7 @@ class EcsTaskWatch:
         start = epoch(task.get("startedAt")) or epoch(task.get("createdAt")) or self._watch_started
         return self._budget.exceeded(start, now)
 
-    async def run(self, on_log: LogSink) -> AsyncIterator[JobEvent]:
+    async def run(self, on_log: LogSink) -> AsyncGenerator[JobEvent, None]:
         """Follow the task until it ends; yields exactly one event. Its DescribeTasks is the cluster's shared
         poll (:class:`EcsTaskPoller`): one call per 100 tasks watched in this event loop, per interval."""
         arn = str(self.handle["job_id"])
@@ -116,7 +116,7 @@ class EcsTaskWatch:
             while True:
                 task = (await poller.next_round()).get(arn)
                 status = task_status(task) if task is not None else None
-                if status is None or status.state.terminal:
+                if task is None or status is None or status.state.terminal:
                     if not self.tail_in_worker:
                         await self._read_tail(logs, await poller.client("logs"), on_log)  # what the driver flushed
                     if task is None or status is None:
@@ -171,5 +171,6 @@ class EcsTaskWatch:
         """Stop the task (a user killed the deferred task): one call on a client of its own, no poll."""
         from airflow.providers.amazon.aws.hooks.ecs import EcsHook
 
-        async with await EcsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).get_async_conn() as ecs:
+        hook = EcsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        async with await hook.get_async_conn() as ecs:  # type: ignore[no-untyped-call]  # the amazon provider's AwsBaseHook.get_async_conn has no annotations
             await self._stop_with(ecs, reason)

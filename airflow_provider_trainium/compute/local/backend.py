@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_provider_trainium.compute.base import (
     ComputeBackend,
@@ -50,7 +50,8 @@ def keep_work_folders_setting() -> bool:
     """``[trainium] local_keep_work_folders``: keep a succeeded local job's working folders (default: removed)."""
     from airflow.providers.common.compat.sdk import conf
 
-    return conf.getboolean("trainium", "local_keep_work_folders", fallback=False)
+    keep: bool = conf.getboolean("trainium", "local_keep_work_folders", fallback=False)
+    return keep
 
 
 def local_compiler_version() -> str:
@@ -228,7 +229,7 @@ class LocalBackend(ComputeBackend):
         credentials = self.job_credentials(spec, job_name)
         previous = self.records.read(job_name)
         if previous.get("state") == JobState.RUNNING.value:  # a previous try's processes (a failed node's peers)
-            kill_live_groups(previous.get("pids", []))  # type: ignore[arg-type]
+            kill_live_groups(cast("list[int]", previous.get("pids", [])))  # the record submit wrote: process ids
         requested_hash = spec.content_hash()  # what the operator asked for, before this machine's caps
         spec = self.local_spec(spec)
         started_at = time.time()  # the local run's cost estimate counts from here (the supervisor survives us)

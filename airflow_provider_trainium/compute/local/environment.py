@@ -52,7 +52,8 @@ def free_port() -> int:
     """A port nothing listens on now: the job's main rank listens there for the others."""
     with socket.socket() as sock:
         sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # an AF_INET address: (host, port)
+        return port
 
 
 def node_environment(

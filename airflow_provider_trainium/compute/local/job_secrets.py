@@ -39,7 +39,9 @@ def _error_reason(err: Exception) -> str:
 def _secrets_manager_value(location: SecretLocation, aws_conn_id: str | None, region_name: str | None) -> str:
     from airflow.providers.amazon.aws.hooks.secrets_manager import SecretsManagerHook
 
-    hook = SecretsManagerHook(aws_conn_id=aws_conn_id, region_name=location.region_name or region_name)
+    hook = SecretsManagerHook(  # type: ignore[no-untyped-call]  # its __init__(*args, **kwargs) has no annotations
+        aws_conn_id=aws_conn_id, region_name=location.region_name or region_name
+    )
     value: Any
     if location.version_stage or location.version_id:
         version: dict[str, str] = {}
