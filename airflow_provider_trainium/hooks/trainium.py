@@ -2,118 +2,24 @@
 
 One connection (``trainium_default``) holds what the CloudFormation stack created. Without it,
 everything runs on local compute with ``file://$AIRFLOW_HOME/trainium`` as the artifact root.
+
+DAG files import this module (``DEFAULT_CONN_ID``) while they are parsed, so it holds only the hook:
+``TrainiumConfig``, ``check_extra`` and ``default_artifact_root`` live in ``hooks.trainium_config`` and are
+exported from here on first use.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseHook
 
-from airflow_provider_trainium.hooks.trainium_fields import CONN_FIELDS, UI_FIELD_BEHAVIOUR, extras_schema
+from airflow_provider_trainium.hooks.trainium_fields import UI_FIELD_BEHAVIOUR
+
+if TYPE_CHECKING:
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 DEFAULT_CONN_ID = "trainium_default"
-
-
-def check_extra(extra: dict[str, Any]) -> None:
-    """Raise ValueError naming every extra that the connection schema (``trainium_fields``) refuses."""
-    import jsonschema
-
-    unknown = sorted(set(extra) - set(CONN_FIELDS))
-    if unknown:
-        raise ValueError(f"trainium connection has unknown extra fields {unknown}; allowed: {sorted(CONN_FIELDS)}")
-    validator = jsonschema.Draft202012Validator(extras_schema())
-    problems = [
-        f"{'.'.join(str(p) for p in err.absolute_path) or 'extra'}: {err.message}"
-        for err in sorted(validator.iter_errors(extra), key=lambda e: list(map(str, e.absolute_path)))
-    ]
-    if problems:
-        raise ValueError("trainium connection extras are invalid: " + "; ".join(problems))
-
-
-def default_artifact_root() -> str:
-    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
-    return Path(home, "trainium").resolve().as_uri()
-
-
-@dataclass(frozen=True)
-class TrainiumConfig:
-    """What the connection's extras say, with the embedded defaults filled in."""
-
-    configured: bool = False
-    aws_conn_id: str = "aws_default"
-    region_name: str | None = None
-    artifact_root: str = field(default_factory=default_artifact_root)
-    ecs_cluster: str | None = None
-    ecs_capacity_provider: str | None = None
-    ecs_execution_role_arn: str | None = None
-    job_role_arn: str | None = None
-    batch_job_queues: dict[str, str] = field(default_factory=dict)
-    #: Reservation id (``cr-...``) -> where its jobs go: ``batch_job_queue``, ``ecs_cluster`` and
-    #: ``ecs_capacity_provider`` of the stack launched into it (``compute.reservations`` reads it).
-    capacity_reservations: dict[str, dict[str, str]] = field(default_factory=dict)
-    subnets: tuple[str, ...] = ()
-    security_groups: tuple[str, ...] = ()
-    ecr_repository: str | None = None
-    log_group: str | None = None
-    image: str | None = None
-    #: ``docker``, ``buildah`` or ``codebuild``; unset lets TrainiumImageBuildOperator pick (``auto``).
-    image_builder: str | None = None
-    #: Prefixes (``s3://bucket/prefix``) a run's ``input_uri``/``base_model`` may read besides the artifact root.
-    allowed_input_prefixes: tuple[str, ...] = ()
-    #: Price overrides (see :mod:`~airflow_provider_trainium.neuron.pricing`) and a JSON file of more.
-    prices: dict[str, Any] = field(default_factory=dict)
-    prices_file: str | None = None
-    #: The ``aws-neuronx-dkms`` version of the hosts of every instance type ``neuron_driver_versions`` does not
-    #: name: checked against the image's Neuron runtime before any job starts (:mod:`~.neuron.releases`).
-    neuron_driver_version: str | None = None
-    #: The driver per instance type (``trn2.48xlarge``) or family (``trn2``): the XLA and native images need
-    #: different drivers, so the hosts of each queue or cluster pin their own (``airflow trainium configure``
-    #: writes one entry per instance type the stacks run).
-    neuron_driver_versions: dict[str, str] = field(default_factory=dict)
-    #: Experiment trackers a training run is exported to after it succeeds (``trackers``); None: off.
-    mlflow_tracking_uri: str | None = None
-    mlflow_experiment: str | None = None
-    tensorboard_logdir: str | None = None
-
-    @classmethod
-    def from_extra(cls, extra: dict[str, Any]) -> TrainiumConfig:
-        """The config for a connection's extras, checked against the schema the connection form uses."""
-        check_extra(extra)
-        values: dict[str, Any] = {k: v for k, v in extra.items() if v not in (None, "")}
-        for name in ("subnets", "security_groups", "allowed_input_prefixes"):
-            if isinstance(values.get(name), str):
-                values[name] = tuple(s.strip() for s in values[name].split(",") if s.strip())
-            elif name in values:
-                values[name] = tuple(values[name])
-        if "prices" in values:
-            from airflow_provider_trainium.neuron.pricing import parse_prices
-
-            parse_prices(values["prices"], "the trainium connection's prices")  # a clear error now, not mid-run
-        return cls(configured=True, **values)
-
-    def _neuron_driver_key(self, instance_type: str) -> str | None:
-        """The ``neuron_driver_versions`` key for ``instance_type``: its own entry first, then its family's."""
-        for key in (instance_type, instance_type.split(".", 1)[0]):
-            if self.neuron_driver_versions.get(key):
-                return key
-        return None
-
-    def neuron_driver_for(self, instance_type: str) -> str | None:
-        """The ``aws-neuronx-dkms`` the hosts of ``instance_type`` run, as far as the connection knows: a driver
-        belongs to the hosts of a queue or cluster, so the per-type entry wins over the connection-wide one."""
-        key = self._neuron_driver_key(instance_type)
-        return self.neuron_driver_versions[key] if key else self.neuron_driver_version
-
-    def neuron_driver_source(self, instance_type: str) -> str | None:
-        """Which field :meth:`neuron_driver_for` read, for messages; None when the driver is unknown."""
-        key = self._neuron_driver_key(instance_type)
-        if key:
-            return f"neuron_driver_versions[{key}]"
-        return "neuron_driver_version" if self.neuron_driver_version else None
 
 
 class TrainiumHook(BaseHook):
@@ -137,6 +43,8 @@ class TrainiumHook(BaseHook):
         """The connection's settings; the local defaults when the default connection does not exist."""
         from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
+        from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
+
         try:
             conn = self.get_connection(self.trainium_conn_id)
         except AirflowNotFoundException:
@@ -157,3 +65,15 @@ class TrainiumHook(BaseHook):
         if problems:
             return False, "; ".join(problems)
         return True, "found " + ", ".join(checked) if checked else "no AWS resources configured (local compute)"
+
+
+#: Names this module exports from ``hooks.trainium_config``, imported on first use (see its docstring).
+_FROM_CONFIG = ("TrainiumConfig", "check_extra", "default_artifact_root")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_CONFIG:
+        from airflow_provider_trainium.hooks import trainium_config
+
+        return getattr(trainium_config, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

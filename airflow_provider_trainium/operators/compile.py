@@ -24,6 +24,9 @@ no ``metrics.json`` (unless it puts one in its output folder): the key is record
 After a successful trial the operator records the cache key (compiler version, flags, graph-shaping
 arguments, layout; see :mod:`airflow_provider_trainium.neuron.compile_key`) next to the cache, and a
 later run with the same key skips the trial (``skip_if_cached``).
+
+The key's rules (``neuron.compile_key``), the job spec and the artifact helpers are imported by the methods that
+use them when a task runs: a DAG file that declares a compile task loads the operator class only.
 """
 
 from __future__ import annotations
@@ -35,24 +38,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
-from airflow_provider_trainium import artifacts, deprecated_names
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.neuron.compile_key import (
-    NON_GRAPH_ARGS,
-    cache_key,
-    graph_args,
-    key_inputs,
-    key_record_uri,
-    local_native_compile_backend,
-    native_compiler_version,
-)
-from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import NEURON_PARALLEL_COMPILE, ComputeBackend, JobHandle
     from airflow_provider_trainium.compute.local.backend import local_compiler_version
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.neuron.spec import JobSpec
 
 __all__ = [
     "NEURON_PARALLEL_COMPILE",
@@ -82,10 +76,16 @@ def __getattr__(name: str) -> Any:
 def read_key_record(compile_cache_uri: str, key: str, aws_conn_id: str | None = None) -> dict[str, Any] | None:
     """The record a finished compilation left for ``key``, or ``None``; ``s3://`` through ``aws_conn_id``
     (default: the trainium connection's)."""
+    from airflow_provider_trainium import artifacts
+    from airflow_provider_trainium.neuron.compile_key import key_record_uri
+
     return artifacts.read_json(key_record_uri(compile_cache_uri, key), missing_ok=True, aws_conn_id=aws_conn_id)
 
 
 def write_key_record(compile_cache_uri: str, key: str, record: Mapping[str, Any], aws_conn_id: str | None) -> None:
+    from airflow_provider_trainium import artifacts
+    from airflow_provider_trainium.neuron.compile_key import key_record_uri
+
     path = artifacts.open_path(key_record_uri(compile_cache_uri, key), aws_conn_id=aws_conn_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
@@ -194,6 +194,13 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
         On the native stack a backend that runs the image runs it on Trainium (``neuron`` backend, the image
         pins TorchNeuron); local compute compiles with what this machine has installed.
         """
+        from airflow_provider_trainium.neuron.compile_key import (
+            cache_key,
+            key_inputs,
+            local_native_compile_backend,
+            native_compiler_version,
+        )
+
         native, on_trainium = spec.stack == boundary.STACK_NATIVE, backend.runs_image
         default = native_compiler_version() if native and not on_trainium else backend.compiler_version(spec)
         compile_backend = "neuron" if on_trainium or not native else local_native_compile_backend()
@@ -212,6 +219,8 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
         if spec.code_uri:
             extra["code_uri"] = spec.code_uri
         if self.trial_steps_arg:
+            from airflow_provider_trainium.neuron.compile_key import NON_GRAPH_ARGS, graph_args
+
             ignore = (*NON_GRAPH_ARGS, self.trial_steps_arg.rstrip("="))
             extra["args"] = graph_args(spec.args, ignore)
         return extra
@@ -254,6 +263,8 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
         return self.load_metrics(context, str(spec.output_uri))
 
     def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any:
+        from airflow_provider_trainium.neuron.compile_key import key_record_uri
+
         metrics = self.trial_metrics(context, spec)
         cache = self._cache(spec)
         key, inputs = self.key_for(spec, self.backend_for(self.prepare(context).compute))

@@ -24,20 +24,22 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.backend_table import all_links, backend_links, backends
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID, TrainiumConfig
+from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.operators.defaults import default_deferrable
 from airflow_provider_trainium.operators.job_checks import PreSubmitCheck, job_checks
 from airflow_provider_trainium.operators.job_cost import record_cost
 from airflow_provider_trainium.operators.job_finish import EXIT_BAD_INPUT, failure_message, job_failure
 from airflow_provider_trainium.operators.job_lineage import JobLineageMixin
-from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT, JobSpecMixin, PreparedJob
+from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT, JobSpecMixin
 from airflow_provider_trainium.operators.job_wait import NO_RESULT, JobWaitMixin, job_trigger, kill_stops_job
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.attach import Attached
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
     from airflow_provider_trainium.neuron.spec import JobSpec
+    from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -220,6 +222,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         from airflow.providers.common.compat.sdk import AirflowFailException
 
         from airflow_provider_trainium.compute.backends import resolve_compute
+        from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
         ti = context["ti"]
         try:
@@ -326,5 +329,10 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
 
 
 def __getattr__(name: str) -> Any:
-    """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    """``PreparedJob`` on first use (``operators.prepared_job``: only a running task builds one); the former class
+    names (:mod:`airflow_provider_trainium.deprecated_names`)."""
+    if name == "PreparedJob":
+        from airflow_provider_trainium.operators.prepared_job import PreparedJob
+
+        return PreparedJob
     return deprecated_names.resolve(__name__, name)

@@ -2,22 +2,20 @@
 
 ``JobSpecMixin`` turns the operator's (rendered) settings into the spec; its methods are the hooks a subclass
 overrides to change what runs (``job_arguments``, ``wrapper``, ``cache_uri``, ``code_uri``, ``build_spec``), so the
-operator itself (``operators.job``) only sequences the try. ``PreparedJob`` is what the try decided, carried
-through a deferral so it is never rebuilt.
+operator itself (``operators.job``) only sequences the try. ``PreparedJob`` (``operators.prepared_job``, exported
+here on first use) is what the try decided, carried through a deferral so it is never rebuilt.
 
-Nothing here imports ``compute/``, the image build or the Neuron release table at module level: a DAG file that
-declares a job task loads this module, and each of those is imported by the method that needs it.
+Nothing here imports ``compute/``, the image build, the Neuron release table, the job spec (``neuron.spec``) or
+the connection's settings (``hooks.trainium_config``) at module level: a DAG file that declares a job task loads
+this module while it is parsed, and each of those is imported by the method that needs it when a task runs.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig, TrainiumHook
-from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 from airflow_provider_trainium.operators.defaults import wait_options
 from trainium_trainer import boundary
 
@@ -27,48 +25,20 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_trainium.compute.base import ComputeBackend
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.neuron.spec import JobSpec
+    from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
 DEFAULT_TIMEOUT = timedelta(hours=24)
 
 
 def _int(value: Any, field: str) -> int:
+    from airflow_provider_trainium.neuron.spec import JobSpecError
+
     try:
         return int(value)
     except (TypeError, ValueError):
         raise JobSpecError([f"{field} must be an integer, got {value!r}"]) from None
-
-
-@dataclass(frozen=True)
-class PreparedJob:
-    """What one try runs, decided once: the resolved backend name, the validated spec, the job's name and tags.
-
-    It travels through a deferral in the ``execute_complete`` kwargs, so the try never rebuilds it.
-    """
-
-    compute: str
-    spec: JobSpec
-    job_name: str
-    tags: dict[str, str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"compute": self.compute, "spec": self.spec.to_dict(), "job_name": self.job_name, "tags": self.tags}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PreparedJob:
-        return cls(data["compute"], JobSpec.from_dict(data["spec"]), data["job_name"], dict(data["tags"]))
-
-    @classmethod
-    def for_task(cls, compute: str, spec: JobSpec, ti: Any) -> PreparedJob:
-        """The job of task instance ``ti``: named and tagged from it (``compute.naming``), so a retry finds it."""
-        from airflow_provider_trainium.compute import naming
-
-        map_index = ti.map_index if ti.map_index is not None else -1
-        return cls(
-            compute,
-            spec,
-            naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index),
-            naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index),
-        )
 
 
 class JobSpecMixin:
@@ -114,6 +84,8 @@ class JobSpecMixin:
     # -- the connection and the backend -------------------------------------------------------------
     def config(self) -> TrainiumConfig:
         if self._config is None:
+            from airflow_provider_trainium.hooks.trainium import TrainiumHook
+
             self._config = TrainiumHook(self.trainium_conn_id).get_config()
         return self._config
 
@@ -207,13 +179,13 @@ class JobSpecMixin:
         patterns = self.metric_patterns
         if not patterns:
             return {}
+        from airflow_provider_trainium.neuron.spec import JobSpecError, runs_user_code
+
         if isinstance(patterns, str):
             if patterns not in boundary.METRIC_PATTERN_SETS:
                 sets = ", ".join(boundary.METRIC_PATTERN_SETS)
                 raise JobSpecError([f"metric_patterns {patterns!r}: not a built-in set ({sets}), nor a mapping"])
             patterns = dict(boundary.METRIC_PATTERN_SETS[patterns])
-        from airflow_provider_trainium.neuron.spec import runs_user_code
-
         problems = boundary.metric_pattern_problems(patterns)
         if not runs_user_code(self.command, self.entry_point):
             problems.append("metric_patterns applies to a user's job (a project trainer writes its own curves)")
@@ -251,6 +223,7 @@ class JobSpecMixin:
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
         from airflow_provider_trainium.compute import naming
         from airflow_provider_trainium.neuron.releases import resolve_stack
+        from airflow_provider_trainium.neuron.spec import JobSpec, JobSpecError
 
         problems = self.user_env_problems()
         if problems:
@@ -304,3 +277,12 @@ class JobSpecMixin:
         if self._node_count is None:
             self._node_count = _int(self.nodes, "nodes")
         return self._node_count
+
+
+def __getattr__(name: str) -> Any:
+    """``PreparedJob``, from ``operators.prepared_job`` on first use (see its docstring)."""
+    if name == "PreparedJob":
+        from airflow_provider_trainium.operators.prepared_job import PreparedJob
+
+        return PreparedJob
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,8 +20,6 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_trainium.operators.job_spec import PreparedJob
-
 if TYPE_CHECKING:
     import logging
 
@@ -30,6 +28,7 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.compute.attach import Attached
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus, LogSink
     from airflow_provider_trainium.neuron.spec import JobSpec
+    from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
 #: The states of a killed try in which a person stopped it (marked it failed or success, cleared it while running,
 #: ended its run): its job stops with it. In any other (``None`` or ``scheduled``: the scheduler reset the try of a
@@ -205,6 +204,7 @@ class JobWaitMixin:
     def execute_complete(self, context: Context, event: dict[str, Any], prepared: dict[str, Any] | None = None) -> Any:
         """After the trigger: the job spec prepared before deferring, not a rebuilt one."""
         from airflow_provider_trainium.compute.base import JobHandle
+        from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
         if prepared is not None:
             self._prepared = PreparedJob.from_dict(prepared)

@@ -1,4 +1,7 @@
-"""``TrainiumTrainingOperator``: a distributed training job whose metrics come back to Airflow."""
+"""``TrainiumTrainingOperator``: a distributed training job whose metrics come back to Airflow.
+
+The artifact helpers and the job spec are imported where a task runs: DAG files load this module while parsed.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
-from airflow_provider_trainium import artifacts, deprecated_names
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
-from airflow_provider_trainium.neuron.spec import JobSpec
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import JobHandle
+    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.neuron.spec import JobSpec
 
 
 class TrainiumTrainingOperator(TrainiumJobOperator):
@@ -55,6 +58,8 @@ class TrainiumTrainingOperator(TrainiumJobOperator):
 
     def read_metrics(self, output_uri: str) -> dict[str, Any] | None:
         """The job's metrics file, read with the trainium connection's AWS connection; None if absent."""
+        from airflow_provider_trainium import artifacts
+
         uri = f"{output_uri.rstrip('/')}/{self.metrics_file}"
         return artifacts.read_json(uri, missing_ok=True, trainium_conn_id=self.trainium_conn_id)
 
