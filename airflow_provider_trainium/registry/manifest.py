@@ -56,6 +56,7 @@ def manifest_files(manifest: dict[str, Any]) -> list[tuple[str, int, str]]:
         problem = file_path_problem(path)
         if problem:
             raise ValueError(problem)
+        assert isinstance(path, str)  # file_path_problem refuses anything else
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"{path}: size must be an integer >= 0, got {size!r}")
         if not isinstance(sha, str) or not SHA256_RE.match(sha):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 from airflow.sdk import ObjectStoragePath
 
@@ -217,7 +217,7 @@ class RegistryPublisher(RegistryReader):
         path = self._version_dir(name, version) / "manifest.json"
         created = store.create(path, store.dump_json(manifest))
         if not created:  # a concurrent registration of the same content got there first
-            manifest = store.read_json(path)
+            manifest = cast("dict[str, Any]", store.read_json(path))  # the manifest that registration wrote
         return RegisterResult(self._model_version(name, version, manifest), created=created)
 
     def _upload(self, source: ObjectStoragePath, dest: ObjectStoragePath, entries: list[FileEntry]) -> None:

@@ -55,7 +55,7 @@ class AliasState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AliasState:
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -13,7 +13,7 @@ comparison and threshold, never taken from the record's ``passed`` flag (``check
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 from airflow_provider_trainium.registry.errors import RegistryError
 from trainium_trainer import boundary
@@ -60,22 +60,26 @@ def check_verdict(
     if not seal_holds(verdict, job_key(job_name)):
         raise VerdictError(f"the verdict at {where} is not sealed by evaluation job {job_name}: edited, or written "
                            "by another job")  # fmt: skip
-    verdict = {**verdict, "passed": verdict_passes(verdict)}
-    judged = verdict.get("model_fingerprint")
+    record: dict[str, Any] = {**verdict, "passed": verdict_passes(verdict)}
+    judged = record.get("model_fingerprint")
     if fingerprint is not None and judged != fingerprint:
         raise VerdictError(f"the verdict at {where} judged model files {str(judged)[:12]}..., not these "
                            f"({str(fingerprint)[:12]}...): it says nothing about them")  # fmt: skip
-    if must_pass and verdict.get("passed") is not True:
-        raise VerdictError(f"the verdict at {where} failed the model: {verdict.get('metric')} {verdict.get('value')} "
-                           f"(needs {verdict.get('comparison')} {verdict.get('threshold')})")  # fmt: skip
-    return verdict
+    if must_pass and record.get("passed") is not True:
+        raise VerdictError(f"the verdict at {where} failed the model: {record.get('metric')} {record.get('value')} "
+                           f"(needs {record.get('comparison')} {record.get('threshold')})")  # fmt: skip
+    return record
 
 
 def verdict_passes(verdict: dict[str, Any]) -> bool:
     """Pass or fail from the verdict's own numbers (``boundary.passes``), whatever its ``passed`` flag says."""
     value, threshold = verdict.get("value"), verdict.get("threshold")
-    numbers = all(isinstance(n, int | float) and not isinstance(n, bool) for n in (value, threshold))
-    return numbers and boundary.passes(value, str(verdict.get("comparison")), threshold)  # type: ignore[arg-type]
+    return _number(value) and _number(threshold) and boundary.passes(value, str(verdict.get("comparison")), threshold)
+
+
+def _number(value: object) -> TypeGuard[float]:
+    """An int or a float; not a bool (JSON's true is no number here)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def files_fingerprint(path: Any) -> str:
