@@ -10,7 +10,9 @@ and which images are trusted are the domain modules' (``neuron.budget``, ``neuro
 ``compute.budget``, ``neuron.images``).
 
 A DAG file that declares this operator loads none of ``compute/``: the backend table (``backend_table``) gives
-the links at parse time, and each ``compute`` module is imported by the method that runs a job with it.
+the links at parse time, and each ``compute`` module is imported by the method that runs a job with it. The
+helpers only a running try calls (``job_checks``, ``job_cost``, ``job_finish``, ``prepared_job``) are imported the
+same way, and the names this module exports from them resolve on first use (``_LAZY``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,6 @@ from airflow_provider_trainium.backend_table import all_links, backend_links, ba
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.operators.defaults import default_deferrable
-from airflow_provider_trainium.operators.job_checks import PreSubmitCheck, job_checks
-from airflow_provider_trainium.operators.job_cost import record_cost
-from airflow_provider_trainium.operators.job_finish import EXIT_BAD_INPUT, failure_message, job_failure
 from airflow_provider_trainium.operators.job_lineage import JobLineageMixin
 from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT, JobSpecMixin
 from airflow_provider_trainium.operators.job_wait import NO_RESULT, JobWaitMixin, job_trigger, kill_stops_job
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
     from airflow_provider_trainium.neuron.spec import JobSpec
+    from airflow_provider_trainium.operators.job_checks import PreSubmitCheck
+    from airflow_provider_trainium.operators.job_finish import EXIT_BAD_INPUT, failure_message
     from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
 __all__ = [
@@ -213,6 +214,8 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
     # -- preparing a try ------------------------------------------------------------------------------
     def pre_submit_checks(self) -> list[PreSubmitCheck]:
         """Every check of the prepared job before find-or-submit (``job_checks``); a subclass appends its own."""
+        from airflow_provider_trainium.operators.job_checks import job_checks
+
         return job_checks(self)
 
     def prepare(self, context: Context) -> PreparedJob:
@@ -303,6 +306,8 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
         """Record what the job cost (``job_cost``), then return its result or fail as its end says (``job_finish``)."""
         from airflow_provider_trainium.compute.base import JobState
+        from airflow_provider_trainium.operators.job_cost import record_cost
+        from airflow_provider_trainium.operators.job_finish import job_failure
 
         cost = record_cost(self, context, spec, handle, status)
         if cost is not None:
@@ -328,11 +333,20 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         self._backend.cancel(self._handle, "Airflow task was killed")
 
 
-def __getattr__(name: str) -> Any:
-    """``PreparedJob`` on first use (``operators.prepared_job``: only a running task builds one); the former class
-    names (:mod:`airflow_provider_trainium.deprecated_names`)."""
-    if name == "PreparedJob":
-        from airflow_provider_trainium.operators.prepared_job import PreparedJob
+#: Names this module exports, imported on first use: only a running task needs them, and a DAG file that declares
+#: the operator loads this module while it is parsed.
+_LAZY = {
+    "PreparedJob": "airflow_provider_trainium.operators.prepared_job",
+    "PreSubmitCheck": "airflow_provider_trainium.operators.job_checks",
+    "EXIT_BAD_INPUT": "airflow_provider_trainium.operators.job_finish",
+    "failure_message": "airflow_provider_trainium.operators.job_finish",
+}
 
-        return PreparedJob
+
+def __getattr__(name: str) -> Any:
+    """The names in ``_LAZY`` on first use; the former class names (``deprecated_names``)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     return deprecated_names.resolve(__name__, name)
