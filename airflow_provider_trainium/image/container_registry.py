@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airflow_provider_trainium.image.errors import ContainerRegistryError, ContainerRegistryUnreachable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import requests
     from airflow.providers.amazon.aws.hooks.ecr import EcrHook
 
@@ -214,9 +216,11 @@ class EcrRegistry:
     def hook(self) -> EcrHook:
         from airflow.providers.amazon.aws.hooks.ecr import EcrHook
 
-        return EcrHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        return EcrHook(  # type: ignore[no-untyped-call]  # its __init__(**kwargs) has no annotations
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name
+        )
 
-    def _call(self, what: str, fn, **kwargs):  # type: ignore[no-untyped-def]
+    def _call(self, what: str, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
         try:

@@ -277,8 +277,8 @@ class _Collector:
                     continue
                 if prunable and self.rules.excluded(rel):
                     continue
-                too_deep = regex is not None and depth is not None and rel.count("/") + 1 >= depth
-                if too_deep and not matches_or_parent(regex, rel):  # type: ignore[arg-type]
+                too_deep = depth is not None and rel.count("/") + 1 >= depth
+                if regex is not None and too_deep and not matches_or_parent(regex, rel):
                     continue
                 keep.append(name)
                 yield rel

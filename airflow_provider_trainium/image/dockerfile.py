@@ -90,7 +90,7 @@ def _bind_mount_sources(rest: str) -> list[str]:
             if not token.startswith("--"):
                 break
             continue
-        options = dict((kv.split("=", 1) if "=" in kv else (kv, "")) for kv in token[len("--mount=") :].split(","))
+        options = {key: value for key, _, value in (kv.partition("=") for kv in token[len("--mount=") :].split(","))}
         if options.get("type", "bind") == "bind" and "from" not in options:
             sources.append(options.get("source") or options.get("src") or ".")
     return sources

@@ -29,7 +29,8 @@ def image_stack_for_build(stack: str | None, instance_type: str | None) -> str:
     """The stack a build task's image is for: ``xla`` when none is given (the image every build made before
     stacks existed); ``auto`` resolved for ``instance_type`` as a job without an image resolves it, since the
     image being built is the one the run's jobs get. The release table refuses a stack the family cannot train."""
-    from airflow_provider_trainium.neuron.releases import STACK_AUTO, resolve_stack, stack_problem
+    from airflow_provider_trainium.neuron.releases import resolve_stack, stack_problem
+    from airflow_provider_trainium.neuron.stack_names import STACK_AUTO
 
     chosen = str(stack or "").strip()
     if not chosen:

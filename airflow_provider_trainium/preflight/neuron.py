@@ -29,7 +29,8 @@ def check_stack(stack: str, instance_type: str, image: str | None = None) -> Che
     """Whether the run's ``stack`` (``auto``, ``xla``, ``native``) trains on the instance family, by the release
     table; on local compute too, for the instance type the run stands in for. With the ``image`` a remote run
     gets, ``auto`` resolves as the operator does and the image must carry the stack."""
-    from airflow_provider_trainium.neuron.releases import STACK_AUTO, auto_stack, image_stack_problem, stack_problem
+    from airflow_provider_trainium.neuron.releases import auto_stack, image_stack_problem, stack_problem
+    from airflow_provider_trainium.neuron.stack_names import STACK_AUTO
 
     chosen = auto_stack(instance_type, image) if stack in ("", STACK_AUTO) else stack
     problem = stack_problem(chosen, instance_type) or image_stack_problem(chosen, image)

@@ -17,10 +17,13 @@ import shlex
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL, BuildOutput, BuildRequest, LogTail
 from airflow_provider_trainium.image.errors import BuilderUnavailable, BuildFailed
+
+if TYPE_CHECKING:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +124,7 @@ class CodeBuildBuilder:
         self.timeout_minutes = timeout_minutes
         self.poll_interval = poll_interval
 
-    def _hook(self, client_type: str):  # type: ignore[no-untyped-def]
+    def _hook(self, client_type: str) -> AwsBaseHook:
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
         return AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type=client_type)
@@ -188,7 +191,7 @@ class CodeBuildBuilder:
             # A retry within CodeBuild's idempotency window joins the build already started for this tag.
             idempotencyToken=request.context_digest[:64],
         )
-        build_id = response["build"]["id"]
+        build_id: str = response["build"]["id"]
         log.info("started CodeBuild build %s for %s", build_id, request.image)
         return build_id
 
@@ -198,7 +201,7 @@ class CodeBuildBuilder:
         tail = LogTail("codebuild")
         token: dict[str, Any] = {}
         while True:
-            build = client.batch_get_builds(ids=[build_id])["builds"][0]
+            build: dict[str, Any] = client.batch_get_builds(ids=[build_id])["builds"][0]
             self.stream_logs(build, tail, token)
             status = build.get("buildStatus", "IN_PROGRESS")
             if status in TERMINAL:
@@ -222,7 +225,10 @@ class CodeBuildBuilder:
 
         hook = AwsLogsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         # One continuation token per build, so each poll reads only the lines that are new.
-        position = token.setdefault("position", AwsLogsHook.ContinuationToken())
+        position = token.setdefault(
+            "position",
+            AwsLogsHook.ContinuationToken(),  # type: ignore[no-untyped-call]  # its __init__ has no annotations
+        )
         try:
             for event in hook.get_log_events(group, stream, continuation_token=position):
                 tail(event["message"])

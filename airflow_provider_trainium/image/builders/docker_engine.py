@@ -26,18 +26,18 @@ class DockerEngineBuilder:
         self.base_url = base_url
         self.timeout = timeout
 
-    def _client(self):  # type: ignore[no-untyped-def]
+    def _client(self) -> Any:
         try:
             from docker.errors import DockerException
 
-            import docker
+            from docker import DockerClient, from_env  # type: ignore[attr-defined]  # mypy reads the repo's docker/ folder as this package
         except ImportError:
             raise BuilderUnavailable("the docker SDK is not installed (pip install docker)") from None
         try:
             if self.base_url:
-                client = docker.DockerClient(base_url=self.base_url, timeout=self.timeout)
+                client = DockerClient(base_url=self.base_url, timeout=self.timeout)
             else:
-                client = docker.from_env(timeout=self.timeout)
+                client = from_env(timeout=self.timeout)
             client.ping()
         except DockerException as exc:
             raise BuilderUnavailable(
@@ -51,6 +51,8 @@ class DockerEngineBuilder:
         from docker.errors import APIError, ImageNotFound
         from docker.utils import parse_repository_tag
 
+        repository: str
+        tag: str | None
         repository, tag = parse_repository_tag(base_image)
         try:
             attrs = client.api.inspect_image(base_image)
