@@ -150,16 +150,15 @@ def create_app() -> FastAPI:
     from airflow.api_fastapi.common.db.common import SessionDep
     from airflow.api_fastapi.core_api.security import GetUserDep
 
-    user_dep, session_dep = GetUserDep, SessionDep
     # No schema or docs routes: they would need no login (and the docs load Swagger from a CDN).
     app = FastAPI(title="Trainium view", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/", response_class=HTMLResponse)
-    def page(user: user_dep) -> HTMLResponse:
+    def page(user: GetUserDep) -> HTMLResponse:
         return HTMLResponse((STATIC / "index.html").read_text(), headers={"Cache-Control": "no-store"})
 
     @app.get("/static/{name}")
-    def asset(name: str, user: user_dep) -> FileResponse:
+    def asset(name: str, user: GetUserDep) -> FileResponse:
         if name not in ASSETS:
             raise HTTPException(status_code=404, detail=f"no asset {name}")
         rel, media_type = ASSETS[name]
@@ -167,8 +166,8 @@ def create_app() -> FastAPI:
 
     @app.get("/api/runs")
     def list_runs(
-        user: user_dep,
-        session: session_dep,
+        user: GetUserDep,
+        session: SessionDep,
         limit: Annotated[int, Query(ge=1, le=1000)] = runs_db.DEFAULT_LIMIT,
     ) -> dict[str, Any]:
         dag_ids = readable_dag_ids(user)
@@ -179,8 +178,8 @@ def create_app() -> FastAPI:
     def run_detail(
         dag_id: str,
         run_id: str,
-        user: user_dep,
-        session: session_dep,
+        user: GetUserDep,
+        session: SessionDep,
         task_id: str | None = None,
         map_index: int = -1,
     ) -> dict[str, Any]:

@@ -51,6 +51,8 @@ class HostCheckMiddleware:
 
     @staticmethod
     def _host(scope: Scope) -> str:
+        name: bytes
+        value: bytes
         for name, value in scope.get("headers", ()):
             if name == b"host":
                 return value.decode("latin-1").strip().lower()

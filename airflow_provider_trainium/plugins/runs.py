@@ -117,7 +117,8 @@ def get_job_run(
     runs = list_runs_of(session, dag_id, run_id, xcoms)
     named = [r for r in runs if r["task_id"] == task_id and r["map_index"] == map_index]
     training = [r for r in runs if r["training"]]
-    return (named or training or runs or [None])[0]
+    found = named or training or runs
+    return found[0] if found else None
 
 
 def list_runs_of(session: Any, dag_id: str, run_id: str, xcoms: bool) -> list[dict[str, Any]]:
