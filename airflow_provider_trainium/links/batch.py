@@ -62,7 +62,7 @@ class BatchNodeLogsLink(RecordLink):
     kind = "batch"
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return f"CloudWatch logs: node {self.node}"
 
     @property

@@ -24,7 +24,7 @@ class EcrImageLink(RecordLink):
         push_record(context, {"kind": cls.kind, **values})
 
     @staticmethod
-    def url(values: dict[str, Any]) -> str:  # type: ignore[override]
+    def url(values: dict[str, Any]) -> str:
         base = console(values)
         needed = ("region_name", "registry_id", "repository_name", "digest")
         if not base or not all(values.get(k) for k in needed):

@@ -59,7 +59,7 @@ class TrainiumRegisteredModelTrigger(BaseTrigger):
         newer_than: int = 0,
         poke_interval: float = 60.0,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ has no annotations
         self.model_name = model_name
         self.artifact_root = artifact_root
         self.conn_id = conn_id
@@ -93,10 +93,11 @@ class TrainiumRegisteredModelTrigger(BaseTrigger):
             try:
                 found = await asyncio.to_thread(self.check)
             except Exception as exc:  # report to the task instead of dying silently in the triggerer
-                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                message = f"{type(exc).__name__}: {exc}"
+                yield TriggerEvent({"status": "error", "message": message})  # type: ignore[no-untyped-call]  # Airflow's TriggerEvent.__init__ has no annotations
                 return
             if found is not None:
-                yield TriggerEvent({"status": "success", "model": found})
+                yield TriggerEvent({"status": "success", "model": found})  # type: ignore[no-untyped-call]  # Airflow's TriggerEvent.__init__ has no annotations
                 return
             await asyncio.sleep(self.poke_interval)
 
