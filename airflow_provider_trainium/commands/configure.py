@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from airflow_provider_trainium.commands import airflow_arg
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
 CONN_TYPE = "trainium"
@@ -42,7 +43,7 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("configure", help=HELP, description=DESCRIPTION)
     for flags, kwargs in OPTIONS:
         parser.add_argument(*flags, **kwargs)
@@ -51,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def airflow_command() -> Any:
     """``airflow trainium configure``: Airflow's CLI ignores a return value, so a failure exits itself."""
-    from airflow.cli.cli_config import ActionCommand, Arg
+    from airflow.cli.cli_config import ActionCommand
 
     def func(args: argparse.Namespace) -> None:
         try:
@@ -62,7 +63,7 @@ def airflow_command() -> Any:
         if code:
             sys.exit(code)
 
-    args = [Arg(flags, **kwargs) for flags, kwargs in OPTIONS]
+    args = [airflow_arg(flags, kwargs) for flags, kwargs in OPTIONS]
     return ActionCommand(name="configure", help=HELP, func=func, args=args, description=DESCRIPTION)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from airflow_provider_trainium.commands import airflow_arg
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
 HELP = "copy the provider's DAGs into a DAGs folder or an s3:// prefix"
@@ -135,7 +136,7 @@ def register(subparsers: Any) -> None:
 
 def airflow_command() -> Any:
     """``airflow trainium dags install``: Airflow's CLI ignores a return value, so a failure exits itself."""
-    from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand
+    from airflow.cli.cli_config import ActionCommand, GroupCommand
 
     def func(args: argparse.Namespace) -> None:
         code = run(args, sys.stdout)
@@ -146,7 +147,7 @@ def airflow_command() -> Any:
         name="install",
         help=HELP,
         func=func,
-        args=[Arg(flags, **kwargs) for flags, kwargs in OPTIONS],
+        args=[airflow_arg(flags, kwargs) for flags, kwargs in OPTIONS],
         description=DESCRIPTION,
     )
     return GroupCommand(name="dags", help="the DAGs shipped with the provider", subcommands=[install_command])

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_trainium.commands import airflow_arg
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
 #: Exit codes: 0 success, 1 the command ran and failed (missing model, failed check), 2 bad usage.
@@ -68,10 +69,10 @@ def register(subparsers: Any) -> None:
 
 def airflow_commands() -> list[Any]:
     """``airflow trainium models ...``: registered through the ``cli`` entry of provider info."""
-    from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand
+    from airflow.cli.cli_config import ActionCommand, GroupCommand
 
     def action(name: str, help_text: str, func: Callable[..., int], options: tuple[Option, ...]) -> Any:
-        args = [Arg(o.flags, **o.kwargs) for o in (*COMMON, *options)]
+        args = [airflow_arg(o.flags, o.kwargs) for o in (*COMMON, *options)]
         return ActionCommand(name=name, help=help_text, func=_exiting(_reporting_errors(func)), args=args)
 
     models = GroupCommand(

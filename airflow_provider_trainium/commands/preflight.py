@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import IO, Any
 
+from airflow_provider_trainium.commands import airflow_arg
 from airflow_provider_trainium.commands.models import Option
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
@@ -50,14 +51,14 @@ def register(subparsers: Any) -> None:
 
 def airflow_command() -> Any:
     """``airflow trainium preflight``: Airflow's CLI ignores a return value, so a failure exits itself."""
-    from airflow.cli.cli_config import ActionCommand, Arg
+    from airflow.cli.cli_config import ActionCommand
 
     def func(args: argparse.Namespace) -> None:
         code = run(args, sys.stdout)
         if code:
             sys.exit(code)
 
-    args = [Arg(o.flags, **o.kwargs) for o in options()]
+    args = [airflow_arg(o.flags, o.kwargs) for o in options()]
     return ActionCommand(name="preflight", help=HELP, func=func, args=args, description=__doc__)
 
 
