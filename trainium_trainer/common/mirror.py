@@ -15,15 +15,36 @@ import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 
 from trainium_trainer.common import uri as uris
 
 log = logging.getLogger("trainer")
 
 
-def mirror_directory(remote: str, purpose: str) -> str:
-    """This machine's folder for ``remote``: the same on every run of the node, another for each remote."""
-    return os.path.join(tempfile.gettempdir(), f"trainium-{purpose}", hashlib.sha256(remote.encode()).hexdigest()[:16])
+#: Where a process finds its node's index: torchrun's ``GROUP_RANK`` (its ``--node_rank``) in every rank, else
+#: the launcher's contract (``TRAINIUM_NODE_RANK``, which local compute sets) or AWS Batch's own variable.
+NODE_INDEX_ENV = ("GROUP_RANK", "TRAINIUM_NODE_RANK", "AWS_BATCH_JOB_NODE_INDEX")
+
+
+def node_index(env: Mapping[str, str] | None = None) -> int:
+    """This process's node of its job (0 for a one-node job or outside one)."""
+    env = os.environ if env is None else env
+    for name in NODE_INDEX_ENV:
+        value = env.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def mirror_directory(remote: str, purpose: str, node: int | None = None) -> str:
+    """This node's folder for ``remote``: the same on every run of the node, another for each remote and for each
+    node (``node``, default ``node_index()``). Local compute runs a job's nodes on one machine with one temporary
+    folder: each node must still mirror alone, as on its own instance, so that what it pushes is what it wrote and
+    rank 0's last pull is what gathers the other nodes' shards."""
+    key = hashlib.sha256(remote.encode()).hexdigest()[:16]
+    node = node_index() if node is None else node
+    return os.path.join(tempfile.gettempdir(), f"trainium-{purpose}", f"{key}-node{node}")
 
 
 def copied(rel: str) -> bool:

@@ -97,8 +97,14 @@ def checkpoint_folder(uri: str | None, default: Path) -> tuple[str, str | None]:
     return folder, uri
 
 
+def config_file(dump: Path, node: int) -> Path:
+    """The job config file of node ``node``: each node's names its own checkpoint mirror, and local compute runs a
+    job's nodes on one machine with one output folder, so a node other than 0 has a file of its own."""
+    return dump / ("job_config.toml" if node == 0 else f"job_config.node{node}.toml")
+
+
 def write_config(path: Path, text: str) -> None:
-    """Every rank writes the same file; write-then-rename so none reads a half-written one."""
+    """Every rank of a node writes the same file; write-then-rename so none reads a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".job_config.")
     with os.fdopen(fd, "w") as out:
@@ -208,7 +214,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         min_lr_ratio=args.min_lr_ratio, max_grad_norm=args.max_grad_norm, log_every=args.log_every,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, base_model_dir=base_dir,
     )  # fmt: skip
-    config_path = dump / "job_config.toml"
+    config_path = config_file(dump, mirror.node_index())
     write_config(config_path, titan_config.to_toml(titan_config.job_config(run)))
     spec.register(args.data_uri, args.flavor, vocab_size, args.seed)
     job = titan_config.parse(config_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,18 +33,46 @@ def data_uri(tmp_path_factory) -> str:
     return str(root / "data")
 
 
-def torchrun(ranks: int, *args: str, tmpdir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """The launcher on this machine; ``tmpdir``: the node's temporary folder (a fresh one is a new instance)."""
+def launcher(ranks: int, *args: str, tmpdir: Path | None = None, nodes: int = 1, node: int = 0,
+             port: int | None = None) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """Node ``node`` of a ``nodes``-node job as local compute starts it: the launcher on this machine with the
+    rendezvous contract; ``tmpdir``: the node's temporary folder (a fresh one is a new instance)."""
     env = {**os.environ, "TRAINIUM_STACK": "native", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     if tmpdir is not None:
         tmpdir.mkdir(parents=True, exist_ok=True)
         env["TMPDIR"] = str(tmpdir)
-    command = [sys.executable, "-m", "trainium_trainer.launch", "--nodes=1", f"--nproc-per-node={ranks}",
+    command = [sys.executable, "-m", "trainium_trainer.launch", f"--nodes={nodes}", f"--nproc-per-node={ranks}",
                "--module=trainium_trainer.titan.train",
                "--", *args]  # fmt: skip
-    env |= {"TRAINIUM_NUM_NODES": "1", "TRAINIUM_NODE_RANK": "0", "TRAINIUM_MAIN_ADDR": "127.0.0.1",
-            "TRAINIUM_MAIN_PORT": str(_free_port())}  # fmt: skip
+    env |= {"TRAINIUM_NUM_NODES": str(nodes), "TRAINIUM_NODE_RANK": str(node), "TRAINIUM_MAIN_ADDR": "127.0.0.1",
+            "TRAINIUM_MAIN_PORT": str(port or _free_port())}  # fmt: skip
+    return command, env
+
+
+def torchrun(ranks: int, *args: str, tmpdir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The launcher of a one-node job on this machine."""
+    command, env = launcher(ranks, *args, tmpdir=tmpdir)
     return subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def two_nodes(ranks: int, *args: str, tmpdir: Path) -> list[subprocess.CompletedProcess[str]]:
+    """A 2-node job as local compute runs it: two launchers on this machine, one temporary folder for both."""
+    port = _free_port()
+    started = []
+    for node in (0, 1):
+        command, env = launcher(ranks, *args, tmpdir=tmpdir, nodes=2, node=node, port=port)
+        started.append((command, subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE,
+                                                  stderr=subprocess.STDOUT, text=True)))  # fmt: skip
+    done = []
+    for command, process in started:
+        try:
+            output, _ = process.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            for _, other in started:
+                other.kill()
+            raise
+        done.append(subprocess.CompletedProcess(command, process.returncode, output, ""))
+    return done
 
 
 def _free_port() -> int:
@@ -110,3 +139,56 @@ def test_a_retry_on_a_fresh_node_resumes_from_the_checkpoints_on_s3(tmp_path, da
     summary = json.loads((tmp_path / "retry" / "metrics.json").read_text())
     assert (summary["resumed_from_step"], summary["steps"]) == (2, 4)
     assert steps_on_s3() == {"step-2", "step-4"}
+
+
+def test_two_nodes_push_their_own_shards_and_rank_0_exports_them_all(tmp_path, data_uri, s3):  # noqa: F811
+    """A 2-node job with an s3:// checkpoint_uri, as on Batch, run by local compute: two launchers of one rank
+    each on this machine, sharing its temporary folder. Each node mirrors into its own folder as on its own
+    instance, so node 1's shards reach S3 because node 1 pushed them, and rank 0's model holds them because it
+    pulled them; a retry of the job cut after its first checkpoint resumes from it."""
+    from transformers import AutoModelForCausalLM
+
+    ckpt = "s3://runs/titan/two-nodes"
+    common = ("--data-uri", data_uri, "--flavor", "debugmodel", "--max-steps", "4", "--batch-size", "2",
+              "--log-every", "1", "--warmup-steps", "1", "--checkpoint-every", "2",
+              "--checkpoint-uri", ckpt)  # fmt: skip
+    machine, out = tmp_path / "machine-a", tmp_path / "first"
+    first = two_nodes(1, *common, "--output-uri", str(out), tmpdir=machine)
+    for node, done in enumerate(first):
+        assert done.returncode == 0, f"node {node}: {done.stdout[-4000:]}"
+
+    def on_s3() -> set[str]:
+        objects = s3.list_objects_v2(Bucket="runs", Prefix="titan/two-nodes/").get("Contents", [])
+        return {o["Key"].split("/", 2)[2] for o in objects}
+
+    shards = {f"step-{n}/{name}" for n in (2, 4) for name in (".metadata", "__0_0.distcp", "__1_0.distcp")}
+    assert on_s3() == shards
+
+    # one mirror per node, though both ran under one temporary folder, as on separate instances: rank 0 had only
+    # its own shards until it pulled node 1's from S3 for the export, and node 1's mirror holds only its rank's
+    assert "mirror: pulled 2 file(s)" in first[0].stdout, first[0].stdout[-4000:]
+    configs = [(out / "titan" / name).read_text() for name in ("job_config.toml", "job_config.node1.toml")]
+    folders = [Path(re.search(r'^folder = "(.*)"$', text, re.M)[1]) for text in configs]
+    assert len(set(folders)) == 2 and all(f.parent == machine / "trainium-titan-checkpoint" for f in folders)
+    assert mirror_files(folders[1]) == {"step-2/__1_0.distcp", "step-4/__1_0.distcp"}
+    assert {"step-4/.metadata", "step-4/__0_0.distcp", "step-4/__1_0.distcp"} <= mirror_files(folders[0])
+
+    summary = json.loads((out / "metrics.json").read_text())
+    assert (summary["world_size"], summary["data_parallel_size"], summary["steps"]) == (2, 2, 4)
+    assert summary["resumed_from_step"] is None and (out / "_SUCCESS").exists()
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.num_hidden_layers == 6
+
+    # the retry, on fresh instances, after a first try cut short after step 2
+    for key in {k for k in on_s3() if k.startswith("step-4/")}:
+        s3.delete_object(Bucket="runs", Key=f"titan/two-nodes/{key}")
+    retry = two_nodes(1, *common, "--output-uri", str(tmp_path / "retry"), tmpdir=tmp_path / "machine-b")
+    for node, done in enumerate(retry):
+        assert done.returncode == 0, f"node {node}: {done.stdout[-4000:]}"
+    summary = json.loads((tmp_path / "retry" / "metrics.json").read_text())
+    assert (summary["resumed_from_step"], summary["steps"]) == (2, 4)
+    assert on_s3() == shards
+
+
+def mirror_files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
