@@ -11,8 +11,12 @@ Hugging Face directory, which the evaluation job and the registry take like the 
   cache to warm.
 * Checkpoints go to the run's checkpoint URI: a folder on local compute, ``s3://`` on ECS/Batch, where each node
   mirrors it (TorchTitan's checkpointer writes local files) and pushes each checkpoint as it is saved, so a
-  retry resumes from the last one on any instance. One node only: rank 0 exports the checkpoint, which must hold
-  every rank's shards.
+  retry resumes from the last one on any instance.
+* Several nodes on Batch (a multi-node parallel job, up to what the catalog allows for the instance type; ECS runs
+  one instance and refuses ``nodes`` > 1; local compute runs each node as a launcher on this machine). Every
+  node pushes its own ranks' shards after each save, and rank 0 pulls the other nodes' before it exports the
+  last checkpoint. Each node mirrors into its own folder, keyed by its node index, also when local compute
+  runs them on one machine.
 
 Image step: on ECS/Batch without an ``image`` param, ``TrainiumImageBuildOperator`` builds (or finds) the native
 training image for the repository this DAG file lives in; on local compute, or with an ``image``, it is skipped.
@@ -88,7 +92,7 @@ with DAG(
     tags=["trainium", "llama", "torchtitan"],
     **kit.dag_args(),
     params={
-        **layout_params("trn2.48xlarge", stack=STACK, max_nodes=1),
+        **layout_params("trn2.48xlarge", stack=STACK),
         "tensor_parallel_size": tensor_parallel_param(),
         "flavor": Param("tiny", enum=FLAVORS, description="TorchTitan's debugmodel or one of our presets"),
         **training_params(max_steps=60, batch_size=8, learning_rate=3e-3, checkpoint_every=20),
