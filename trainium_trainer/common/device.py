@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import torch
 
@@ -118,9 +118,8 @@ class Runtime:
         if self.is_xla:
             import torch_xla.core.xla_model as xm
 
-            # value's structure with its tensors moved (torch_xla's annotation, ToXlaTensorArena, is wrong)
-            host: _T = xm._maybe_convert_to_cpu(value)  # type: ignore[assignment]  # torch_xla's wrong annotation
-            return host
+            # value's structure with its tensors moved (torch_xla annotates it as returning a ToXlaTensorArena)
+            return cast(_T, xm._maybe_convert_to_cpu(value))
         return value
 
 

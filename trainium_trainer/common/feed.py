@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,7 @@ DEVICE_PREFETCH = 16
 #: Batches moved per transfer call by the synchronous feed.
 SYNC_CHUNK = 32
 FEEDS = ("background", "sync")
+_Batch = TypeVar("_Batch")
 
 
 def gather_buffers(tensors: Sequence[torch.Tensor], rows: int) -> list[torch.Tensor]:
@@ -136,7 +137,7 @@ def feed_kind(runtime: Runtime) -> str:
 
 
 @contextmanager
-def device_feed(batches: Sequence[object], runtime: Runtime) -> Iterator[Iterator[object]]:
+def device_feed(batches: Sequence[_Batch], runtime: Runtime) -> Iterator[Iterator[_Batch]]:
     """Iterate ``batches`` on the runtime's device; on XLA each ``next()`` first ends the previous step's graph.
 
     When the batches run out the feed cuts the last step's graph too. Leaving the block early
@@ -159,14 +160,15 @@ def device_feed(batches: Sequence[object], runtime: Runtime) -> Iterator[Iterato
         loader.close()
 
 
-def _sync_feed(batches: Sequence[object], device: torch.device) -> Iterator[object]:
+def _sync_feed(batches: Sequence[_Batch], device: torch.device) -> Iterator[_Batch]:
     """The loader's contract without its threads: one transfer call per chunk, a graph cut before each batch."""
     import torch_xla
     import torch_xla.core.xla_model as xm
 
     for start in range(0, len(batches), SYNC_CHUNK):
-        moved = xm.send_cpu_data_to_device(list(batches[start : start + SYNC_CHUNK]), device)
-        for batch in moved:  # type: ignore[attr-defined]  # torch_xla says ToXlaTensorArena; it returns the moved list
+        # the chunk's batches moved, a list as given (torch_xla annotates it as returning a ToXlaTensorArena)
+        moved = cast(list[_Batch], xm.send_cpu_data_to_device(list(batches[start : start + SYNC_CHUNK]), device))
+        for batch in moved:
             torch_xla.sync()  # as the loader: what was traced before this batch (the previous step) runs now
             yield batch
     torch_xla.sync()

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import gzip
 import struct
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError
 
-_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
-           0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}  # fmt: skip
+_DTYPES: dict[int, np.dtype[Any]] = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
+                                     0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}  # fmt: skip
 _CODES = {v.newbyteorder("="): k for k, v in _DTYPES.items()}
 
 
@@ -23,7 +25,7 @@ class IdxFormatError(BadInputError):
     pass
 
 
-def decode_idx(data: bytes, name: str = "<bytes>", expected_ndim: int | None = None) -> np.ndarray:
+def decode_idx(data: bytes, name: str = "<bytes>", expected_ndim: int | None = None) -> npt.NDArray[Any]:
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
@@ -52,7 +54,7 @@ def decode_idx(data: bytes, name: str = "<bytes>", expected_ndim: int | None = N
     return np.frombuffer(data, dtype=dtype, offset=header_len).reshape(shape).astype(dtype.newbyteorder("="))
 
 
-def encode_idx(array: np.ndarray, compress: bool = True) -> bytes:
+def encode_idx(array: npt.NDArray[Any], compress: bool = True) -> bytes:
     native = array.dtype.newbyteorder("=")
     if native not in _CODES:
         raise ValueError(f"dtype {array.dtype} has no IDX type code")
@@ -61,7 +63,7 @@ def encode_idx(array: np.ndarray, compress: bool = True) -> bytes:
     return gzip.compress(raw, mtime=0) if compress else raw
 
 
-def read_idx(uri: str, expected_ndim: int | None = None) -> np.ndarray:
+def read_idx(uri: str, expected_ndim: int | None = None) -> npt.NDArray[Any]:
     try:
         data = uris.read_bytes(uri)
     except FileNotFoundError as err:
@@ -69,11 +71,11 @@ def read_idx(uri: str, expected_ndim: int | None = None) -> np.ndarray:
     return decode_idx(data, name=uri, expected_ndim=expected_ndim)
 
 
-def write_idx(uri: str, array: np.ndarray, compress: bool = True) -> None:
+def write_idx(uri: str, array: npt.NDArray[Any], compress: bool = True) -> None:
     uris.write_bytes(uri, encode_idx(array, compress=compress))
 
 
-def load_split(data_uri: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+def load_split(data_uri: str, split: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """Images (N, H, W) uint8 and labels (N,) of ``split`` (``train`` or ``t10k``), MNIST file names."""
     images = read_idx(uris.join(data_uri, f"{split}-images-idx3-ubyte.gz"), expected_ndim=3)
     labels = read_idx(uris.join(data_uri, f"{split}-labels-idx1-ubyte.gz"), expected_ndim=1)

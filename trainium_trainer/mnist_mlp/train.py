@@ -16,9 +16,10 @@ import json
 import logging
 import os
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 
@@ -72,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def to_features(images: np.ndarray) -> torch.Tensor:
+def to_features(images: npt.NDArray[Any]) -> torch.Tensor:
     return torch.from_numpy(images.reshape(len(images), -1).astype(np.float32) / 255.0)
 
 
@@ -115,7 +116,7 @@ class Ranks(Protocol):
     def world_size(self) -> int: ...
 
 
-def shard_indices(n: int, epoch: int, seed: int, dist: Ranks, batch_size: int) -> np.ndarray:
+def shard_indices(n: int, epoch: int, seed: int, dist: Ranks, batch_size: int) -> npt.NDArray[Any]:
     """This rank's sample order for ``epoch``: every rank runs the same number of full batches."""
     order = np.random.default_rng(seed + epoch).permutation(n)
     steps = n // (dist.world_size * batch_size)
@@ -127,8 +128,9 @@ def shard_indices(n: int, epoch: int, seed: int, dist: Ranks, batch_size: int) -
 
 def total_steps(samples: int, args: argparse.Namespace, world_size: int) -> int:
     """Steps of the whole run: full batches per epoch x epochs, capped by ``--max-steps``."""
-    total = samples // (world_size * args.batch_size) * args.epochs
-    return min(total, args.max_steps) if args.max_steps else total
+    max_steps: int = args.max_steps
+    total: int = samples // (world_size * args.batch_size) * args.epochs
+    return min(total, max_steps) if max_steps else total
 
 
 def train(args: argparse.Namespace) -> dict[str, object]:
