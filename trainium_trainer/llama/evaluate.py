@@ -19,10 +19,11 @@ import json
 import logging
 import math
 import os
+from typing import TYPE_CHECKING, Any
 
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
-from trainium_trainer.common.device import init_runtime
+from trainium_trainer.common.device import Runtime, init_runtime
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.common.holdout import read_holdout
 from trainium_trainer.common.inputs import check_input
@@ -32,10 +33,13 @@ from trainium_trainer.llama.hf_checkpoint import HFCheckpoint
 from trainium_trainer.llama.model import base_model, build_config
 from trainium_trainer.llama.train import evaluate_loss
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
 log = logging.getLogger("trainer")
 
 
-def holdout_blocks(data_uri: str) -> tuple[dict, object, str | None]:
+def holdout_blocks(data_uri: str) -> tuple[dict[str, Any], npt.NDArray[Any], str | None]:
     """The set's index, its held-out blocks (its train blocks when it holds none out) and its manifest's fingerprint
     (None: the set has no manifest); with a manifest, every file is read once and checked against it."""
     files, fingerprint = None, None
@@ -48,7 +52,9 @@ def holdout_blocks(data_uri: str) -> tuple[dict, object, str | None]:
     return index, blocks, fingerprint
 
 
-def model_loss(model_uri: str | None, like_uri: str, blocks, runtime, batch_size: int, vocab: int) -> float:
+def model_loss(
+    model_uri: str | None, like_uri: str, blocks: npt.NDArray[Any], runtime: Runtime, batch_size: int, vocab: int
+) -> float:
     checkpoint = HFCheckpoint(model_uri) if model_uri else None
     config = build_config("tiny", vocab, checkpoint or HFCheckpoint(like_uri))
     model = base_model(config, 0, checkpoint)

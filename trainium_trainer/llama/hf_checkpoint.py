@@ -86,7 +86,7 @@ class HFCheckpoint:
         if not uris.exists(config_uri):
             raise BadInputError(f"base model {self.uri} has no {CONFIG}")
         try:
-            raw = json.loads(uris.read_bytes(config_uri))
+            raw: dict[str, Any] = json.loads(uris.read_bytes(config_uri))
         except ValueError as err:
             raise BadInputError(f"base model {self.uri}: {CONFIG} is not valid JSON: {err}") from err
         validate_config(raw, self.uri)
@@ -122,7 +122,8 @@ class HFCheckpoint:
         fs, path = uris.filesystem(file_uri)
         with fs.open(path, "rb") as fh:
             (length,) = struct.unpack("<Q", fh.read(8))
-            return fh.read(length)
+            header: bytes = fh.read(length)
+            return header
 
     def local_file(self, name: str) -> str:
         """A local path for one file of the directory: the file itself, or a node-local cached copy.

@@ -149,11 +149,12 @@ def write_tokenizer(output_uri: str, data_uri: str, base_model_uri: str | None, 
 
     uris.write_bytes(uris.join(output_uri, "tokenizer.json"), uris.read_bytes(uris.join(data_uri, "tokenizer.json")))
     copied = set()
-    for name in TOKENIZER_FILES if base_model_uri else ():
-        source = uris.join(base_model_uri, name)
-        if uris.exists(source):
-            uris.write_bytes(uris.join(output_uri, name), uris.read_bytes(source))
-            copied.add(name)
+    if base_model_uri:
+        for name in TOKENIZER_FILES:
+            source = uris.join(base_model_uri, name)
+            if uris.exists(source):
+                uris.write_bytes(uris.join(output_uri, name), uris.read_bytes(source))
+                copied.add(name)
     if "tokenizer_config.json" not in copied:
         uris.write_json(
             uris.join(output_uri, "tokenizer_config.json"),

@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -105,7 +105,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     if not args.compile_only and already_done(args.output_uri):
         log.info("output %s is already complete for this job; nothing to do", args.output_uri)
-        return uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+        done: dict[str, Any] = uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+        return done
     index = read_index(args.data_uri)
     base = HFCheckpoint(args.base_model_uri) if args.base_model_uri else None
     config = build_config(args.preset, int(index["vocab_size"]), base)
@@ -179,7 +180,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         if step % args.log_every == 0 or step == args.max_steps or step == stop:
             last_loss = mean_over_data_ranks(loss, layout)
             metrics.train(step=step, epoch=order.position(step - 1)[0], loss=last_loss,
-                          lr=scheduler.get_last_lr()[0])  # fmt: skip
+                          lr=float(scheduler.get_last_lr()[0]))  # fmt: skip
         due = args.checkpoint_every and step % args.checkpoint_every == 0
         if args.checkpoint_uri and not args.compile_only and (due or step == stop):
             dcp_checkpoint.save(args.checkpoint_uri, step, model, optimizer, scheduler, args.keep_checkpoints)
@@ -235,7 +236,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     )
     if layout.is_main and args.output_uri:
         if full is not None:
-            save_model(full, config, args.output_uri, args.max_shard_bytes)
+            # a full state dict offloaded to the host holds plain tensors only (no DTensor, no nested state)
+            save_model(cast(dict[str, torch.Tensor], full), config, args.output_uri, args.max_shard_bytes)
             write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
             lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
             uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)

@@ -224,18 +224,22 @@ def build_sharded(config: Any, seed: int, checkpoint: HFCheckpoint | None) -> to
 def parallel_model(nxd_config: Any, config: Any, seed: int, checkpoint: HFCheckpoint | None) -> torch.nn.Module:
     import neuronx_distributed as nxd
 
-    return nxd.initialize_parallel_model(nxd_config, lambda: build_sharded(config, seed, checkpoint))
+    model: torch.nn.Module = nxd.initialize_parallel_model(nxd_config, lambda: build_sharded(config, seed, checkpoint))
+    return model
 
 
 def model_bytes(config: Any, tp: int = 1, bytes_per_param: int = 4) -> int:
     """Host bytes of the weights one rank holds: the projections' 1/tp share plus the replicated rest
     (embedding, LM head unless tied, norms). ``tp=1`` is the whole model."""
-    h, layers, inter = config.hidden_size, config.num_hidden_layers, config.intermediate_size
-    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
-    q, kv = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim
+    h: int = config.hidden_size
+    layers: int = config.num_hidden_layers
+    inter: int = config.intermediate_size
+    head_dim: int = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    q: int = config.num_attention_heads * head_dim
+    kv: int = config.num_key_value_heads * head_dim
     sharded = layers * (2 * h * q + 2 * h * kv + 3 * h * inter)
     tied = bool(getattr(config, "tie_word_embeddings", False))
-    replicated = config.vocab_size * h * (1 if tied else 2) + (2 * layers + 1) * h
+    replicated: int = config.vocab_size * h * (1 if tied else 2) + (2 * layers + 1) * h
     return (sharded // tp + replicated) * bytes_per_param
 
 
@@ -264,7 +268,8 @@ def host_memory_bytes() -> int | None:
 def parallel_optimizer(nxd_config: Any, model: torch.nn.Module, lr: float, weight_decay: float) -> Any:
     import neuronx_distributed as nxd
 
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, param in model.named_parameters():
         (no_decay if param.ndim < 2 or "norm" in name else decay).append(param)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
@@ -306,7 +311,10 @@ def load(path: str, tag: str, model: Any, optimizer: Any, scheduler: Any) -> dic
     """Restore model, optimizer and scheduler from ``path/<tag>``; returns the saved user content."""
     import neuronx_distributed as nxd
 
-    return nxd.load_checkpoint(path, tag=tag, model=model, optimizer=optimizer, scheduler=scheduler)
+    user_content: dict[str, Any] | None = nxd.load_checkpoint(
+        path, tag=tag, model=model, optimizer=optimizer, scheduler=scheduler
+    )
+    return user_content
 
 
 def save_full_model(

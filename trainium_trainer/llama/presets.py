@@ -10,7 +10,10 @@ scaling. TorchTitan's ``llama3`` flavours ``8B`` and ``70B`` are the same shapes
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import LlamaConfig
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"preset {name!r} is not one of: {', '.join(PRESETS)}") from None
 
 
-def llama_config(preset: str | Preset, vocab_size: int, **overrides: Any):
+def llama_config(preset: str | Preset, vocab_size: int, **overrides: Any) -> LlamaConfig:
     """A transformers ``LlamaConfig`` for the preset (imported here: DAG files never load transformers)."""
     from transformers import LlamaConfig
 
@@ -87,8 +90,10 @@ def flops_per_token(config: Any, seq_len: int) -> float:
     The usual estimate (forward 2 FLOPs per weight per token, backward twice that), with
     ``12 * layers * hidden * seq_len`` for attention over the sequence.
     """
-    h, layers, inter = config.hidden_size, config.num_hidden_layers, config.intermediate_size
-    kv = h * config.num_key_value_heads // config.num_attention_heads
+    h: int = config.hidden_size
+    layers: int = config.num_hidden_layers
+    inter: int = config.intermediate_size
+    kv: int = h * config.num_key_value_heads // config.num_attention_heads
     per_layer = h * h * 2 + h * kv * 2 + 3 * h * inter  # q, o, k, v, gate/up/down
-    params = layers * per_layer + h * config.vocab_size  # lm_head counts; the embedding lookup does not
+    params: int = layers * per_layer + h * config.vocab_size  # lm_head counts; the embedding lookup does not
     return 6.0 * params + 12.0 * layers * h * seq_len

@@ -27,10 +27,12 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from trainium_trainer import boundary
@@ -117,7 +119,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def lr_lambda(warmup: int, total: int, min_ratio: float):
+def lr_lambda(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
     """Linear warmup then cosine decay to ``min_ratio``; never exactly 0, so XLA sees no new constant."""
 
     def factor(step: int) -> float:
@@ -149,20 +151,21 @@ class DataOrder:
     def position(self, step: int) -> tuple[int, int]:
         return divmod(step, self.steps_per_epoch)
 
-    def epoch_order(self, epoch: int) -> np.ndarray:
+    def epoch_order(self, epoch: int) -> npt.NDArray[Any]:
         """This rank's blocks for every step of ``epoch``, shape ``(steps_per_epoch, batch_size)``."""
         order = np.random.default_rng(self.seed + epoch).permutation(self.n_blocks)
         mine = order[self.data_rank :: self.data_world][: self.steps_per_epoch * self.batch_size]
         return mine.reshape(self.steps_per_epoch, self.batch_size)
 
-    def batch(self, step: int) -> np.ndarray:
+    def batch(self, step: int) -> npt.NDArray[Any]:
         epoch, index = self.position(step)
-        return self.epoch_order(epoch)[index]
+        blocks: npt.NDArray[Any] = self.epoch_order(epoch)[index]
+        return blocks
 
 
 def evaluate_loss(
     model: torch.nn.Module,
-    blocks: np.ndarray,
+    blocks: npt.NDArray[Any],
     runtime: Runtime,
     batch_size: int,
     max_batches: int = 0,
@@ -219,13 +222,15 @@ def already_done(output_uri: str | None) -> bool:
     marker = uris.join(output_uri, boundary.SUCCESS_MARKER) if output_uri else None
     if not job_hash or not marker or not uris.exists(marker):
         return False
-    return uris.read_json(marker).get("job_hash") == job_hash
+    recorded: str | None = uris.read_json(marker).get("job_hash")
+    return recorded == job_hash
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     if not args.compile_only and already_done(args.output_uri):
         log.info("output %s is already complete for this job; nothing to do", args.output_uri)
-        return uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+        done: dict[str, Any] = uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+        return done
     index = read_index(args.data_uri)
     runtime = init_runtime(args.compile_cache_uri)
     dist = init_distributed(runtime)
@@ -319,7 +324,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             train_seconds += time.perf_counter() - window_start
             trained_tokens += window_tokens
             epoch, _ = order.position(at - 1)
-            metrics.train(step=at, epoch=epoch, loss=last_loss, lr=scheduler.get_last_lr()[0],
+            metrics.train(step=at, epoch=epoch, loss=last_loss, lr=float(scheduler.get_last_lr()[0]),
                           xla_graphs=runtime.compilations())  # fmt: skip
             window_tokens, window_start = 0, time.perf_counter()
         if checkpoint_due(at):
@@ -330,9 +335,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model.train()
     while step < args.max_steps:
         # One feed per epoch (or what is left of it): this rank's blocks in order, gathered once.
-        epoch, index = order.position(step)
-        count = min(args.max_steps - step, order.steps_per_epoch - index)
-        batches = gather_batches((tokens,), order.epoch_order(epoch)[index : index + count])
+        epoch, offset = order.position(step)
+        count = min(args.max_steps - step, order.steps_per_epoch - offset)
+        batches = gather_batches((tokens,), order.epoch_order(epoch)[offset : offset + count])
         pending: tuple[int, torch.Tensor] | None = None
         with device_feed(batches, runtime) as feed:
             for (x,) in feed:  # on XLA, taking the next batch runs the previous step's graph
@@ -483,6 +488,7 @@ def resume(
     use_nxd: bool,
 ) -> int:
     """Restore the newest complete checkpoint; returns the step to continue from (0: none)."""
+    user: dict[str, Any] | None
     if use_nxd:
         pointer = uris.join(args.checkpoint_uri, "latest.json")
         if not uris.exists(pointer):
