@@ -20,19 +20,23 @@ import io
 import logging
 import pickle
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import metadata as dcp_metadata
+from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.planner import ReadItem
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.checkpoint import CheckpointError
+
+if TYPE_CHECKING:
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
 
 log = logging.getLogger("trainer")
 POINTER = "latest.json"
@@ -96,13 +100,10 @@ class PlainDataPlanner(DefaultLoadPlanner):
             self.state_dict[read_item.dest_index.fqn] = loaded
 
 
-def _local(uri: str) -> bool:
-    return uris.local_path(uri) is not None
-
-
 def writer(uri: str) -> Any:
-    if _local(uri):
-        return dcp.FileSystemWriter(uris.local_path(uri))
+    path = uris.local_path(uri)
+    if path is not None:
+        return FileSystemWriter(path)
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
     return FsspecWriter(uri)
@@ -112,17 +113,20 @@ def reader(uri: str) -> Any:
     """DCP's reader for ``uri`` with its metadata read through :func:`read_metadata`, here and now: DCP
     swallows a reader's exception, so a refusal raised inside ``dcp.load`` would lose its message."""
     checked = read_metadata(uris.read_bytes(uris.join(uri, ".metadata")))
-    if _local(uri):
-        base: type = dcp.FileSystemReader
-        path = uris.local_path(uri)
+    assert checked.storage_meta is not None  # read_metadata sets one where the file has none
+    storage_meta: dcp_metadata.StorageMeta = checked.storage_meta
+    base: type[FileSystemReader] | type[FsspecReader]
+    path = uris.local_path(uri)
+    if path is not None:
+        base = FileSystemReader
     else:
         from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
 
         base, path = FsspecReader, uri
 
-    class TrustedReader(base):  # type: ignore[misc, valid-type]
+    class TrustedReader(base):  # type: ignore[valid-type, misc]  # a base picked at run time (local or fsspec)
         def read_metadata(self, *args: Any, **kwargs: Any) -> dcp_metadata.Metadata:
-            checked.storage_meta.load_id = self.load_id
+            storage_meta.load_id = self.load_id
             return checked
 
     return TrustedReader(path)
@@ -132,7 +136,7 @@ def read_state(state: dict[str, Any], uri: str) -> None:
     """``dcp.load`` into ``state`` from the checkpoint at ``uri``; a refusal raises as itself, not wrapped
     in DCP's per-rank ``CheckpointException``."""
     try:
-        dcp.load(state, storage_reader=reader(uri), planner=PlainDataPlanner())
+        state_dict_loader.load(state, storage_reader=reader(uri), planner=PlainDataPlanner())
     except CheckpointException as err:
         for exc, _trace in err.failures.values():
             if isinstance(exc, CheckpointError):
@@ -140,7 +144,9 @@ def read_state(state: dict[str, Any], uri: str) -> None:
         raise
 
 
-def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, scheduler: Any) -> dict:
+def training_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, scheduler: Any
+) -> dict[str, Any]:
     model_state, optim_state = get_state_dict(model, optimizer)
     position = {"step": torch.tensor(step), "scheduler_last_epoch": torch.tensor(scheduler.last_epoch)}
     return {"model": model_state, "optimizer": optim_state, "trainer": position}
@@ -150,7 +156,9 @@ def save(uri: str, step: int, model: torch.nn.Module, optimizer: torch.optim.Opt
          keep_last: int = 2) -> str:  # fmt: skip
     """Every rank writes its shards of ``step``; rank 0 then moves the pointer and drops old ones."""
     name = checkpoint_dir(step)
-    dcp.save(training_state(model, optimizer, step, scheduler), storage_writer=writer(uris.join(uri, name)))
+    state_dict_saver.save(
+        training_state(model, optimizer, step, scheduler), storage_writer=writer(uris.join(uri, name))
+    )
     dist.barrier()
     if dist.get_rank() == 0:
         uris.write_json(uris.join(uri, POINTER), {"step": step, "dir": name})

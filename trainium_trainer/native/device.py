@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -35,6 +35,7 @@ from trainium_trainer.common.errors import BadInputError
 
 NEURON = "neuron"
 CPU = "cpu"
+_Module = TypeVar("_Module", bound=torch.nn.Module)
 #: Process group backend per device type.
 BACKENDS = {NEURON: "neuron", CPU: "gloo"}
 #: ``torch.compile`` backend per device type (``--compile``): TorchNeuron's on neuron, inductor on CPU.
@@ -100,7 +101,7 @@ class NativeDevice:
     def bind(self) -> None:
         """Make this rank's device the current one (unconfirmed API on neuron: called only if present)."""
         module = getattr(torch, self.type, None)
-        if self.type == NEURON and self.index is not None and hasattr(module, "set_device"):
+        if self.type == NEURON and self.index is not None and module is not None and hasattr(module, "set_device"):
             module.set_device(self.index)
 
     def autocast(self, precision: str) -> contextlib.AbstractContextManager[Any]:
@@ -113,7 +114,7 @@ class NativeDevice:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.type, dtype=torch.bfloat16)
 
-    def compile(self, module: torch.nn.Module, enabled: bool) -> torch.nn.Module:
+    def compile(self, module: _Module, enabled: bool) -> _Module:
         """``torch.compile`` with this device's backend when ``enabled`` (off by default: eager)."""
         if not enabled:
             return module

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import HuggingFaceStorageReader
+from torch.distributed.checkpoint import state_dict_loader
+from torch.distributed.checkpoint.hf_storage import HuggingFaceStorageReader
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 from torch.futures import Future
@@ -63,7 +64,10 @@ def staged_directory(checkpoint: HFCheckpoint, into: str) -> str:
 
 def rebuild_buffers(model: torch.nn.Module, config: Any, device: torch.device) -> None:
     """``to_empty`` leaves non-persistent buffers uninitialized: the rotary frequencies come from the config."""
-    rotary = model.model.rotary_emb  # type: ignore[union-attr]
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    rotary = model.get_submodule("model.rotary_emb")
+    assert isinstance(rotary, LlamaRotaryEmbedding)  # new_model builds a transformers LlamaForCausalLM
     inv_freq, rotary.attention_scaling = rotary.rope_init_fn(config, device)
     rotary.inv_freq = inv_freq
     rotary.original_inv_freq = inv_freq
@@ -75,7 +79,9 @@ def check_shapes(model_state: dict[str, Any], reader: HuggingFaceStorageReader, 
     stored = reader.read_metadata().state_dict_metadata
     total = 0
     for name, value in model_state.items():
-        have, want = tuple(stored[name].size), tuple(value.shape)  # a DTensor's shape is the global one
+        entry = stored[name]
+        assert isinstance(entry, TensorStorageMetadata)  # safetensors files hold tensors only
+        have, want = tuple(entry.size), tuple(value.shape)  # a DTensor's shape is the global one
         if have != want:
             raise BadInputError(f"base weight {name} at {uri} has shape {have}, the model expects {want}")
         total += math.prod(want)
@@ -101,7 +107,7 @@ def load_sharded_base(
     with tempfile.TemporaryDirectory(prefix="hf-base-") as folder:
         reader = CountingReader(staged_directory(checkpoint, folder))
         total = check_shapes(state, reader, checkpoint.uri)
-        dcp.load(state, storage_reader=reader)
+        state_dict_loader.load(state, storage_reader=reader)
     set_model_state_dict(model, state, options=StateDictOptions(strict=False))
     return model, BaseRead(reader.elements_read, total, len(state))
 

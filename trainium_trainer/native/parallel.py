@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
 from trainium_trainer.common.errors import BadInputError
 from trainium_trainer.native.device import NativeDevice
@@ -48,12 +49,25 @@ class Layout:
         return self.rank == 0
 
 
-def check_layout(world_size: int, tp: int, config: object) -> None:
+class ModelShape(Protocol):
+    """The sizes tensor parallelism splits (a transformers ``LlamaConfig`` has them)."""
+
+    @property
+    def num_attention_heads(self) -> int: ...
+
+    @property
+    def num_key_value_heads(self) -> int: ...
+
+    @property
+    def intermediate_size(self) -> int: ...
+
+
+def check_layout(world_size: int, tp: int, config: ModelShape) -> None:
     """Refuse a layout the model cannot be split into, before any collective runs."""
     if tp < 1 or world_size % tp:
         raise BadInputError(f"--tensor-parallel-size {tp} does not divide the {world_size} ranks")
-    heads, kv = config.num_attention_heads, config.num_key_value_heads  # type: ignore[attr-defined]
-    inter = config.intermediate_size  # type: ignore[attr-defined]
+    heads, kv = config.num_attention_heads, config.num_key_value_heads
+    inter = config.intermediate_size
     for what, n in (("attention heads", heads), ("key/value heads", kv), ("intermediate size", inter)):
         if n % tp:
             raise BadInputError(f"--tensor-parallel-size {tp} does not divide the model's {n} {what}")
@@ -85,9 +99,11 @@ def device_mesh(device: NativeDevice, layout: Layout) -> DeviceMesh:
 
 def parallelize_llama(model: torch.nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype | None) -> torch.nn.Module:
     """TP over ``mesh["tp"]`` (when larger than 1), then FSDP2 over ``mesh["dp"]``, in place."""
-    layers = model.model.layers  # type: ignore[union-attr]
+    layers = model.get_submodule("model.layers")  # a transformers Llama's decoder layers
+    assert isinstance(layers, torch.nn.ModuleList)
     if mesh["tp"].size() > 1:
-        plan = {name: ColwiseParallel() for name in COLWISE} | {name: RowwiseParallel() for name in ROWWISE}
+        plan: dict[str, ParallelStyle] = {name: ColwiseParallel() for name in COLWISE}
+        plan |= {name: RowwiseParallel() for name in ROWWISE}
         for layer in layers:
             parallelize_module(layer, mesh["tp"], plan)
     policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
@@ -110,7 +126,7 @@ def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.T
             groups.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p)
     squares = []
     for group in groups.values():
-        norm = torch.nn.utils.get_total_norm([p.grad for p in group], 2.0)
+        norm = torch.nn.utils.get_total_norm([p.grad for p in group if p.grad is not None], 2.0)  # all have one
         squares.append((norm.full_tensor() if isinstance(norm, DTensor) else norm).float() ** 2)
     total = torch.stack(squares).sum().sqrt()
     if max_norm > 0:
