@@ -59,7 +59,8 @@ def accelerator() -> str | None:
     """The accelerator torch sees (``neuron`` with TorchNeuron, ``cuda``), None on a CPU-only host."""
     from torch._utils import _get_available_device_type
 
-    return _get_available_device_type()
+    found: str | None = _get_available_device_type()  # type: ignore[no-untyped-call]  # torch's, unannotated
+    return found
 
 
 def use_cpu_when_no_accelerator() -> str:
@@ -87,5 +88,5 @@ def use_cpu_when_no_accelerator() -> str:
     titan_utils.device_module = cpu
     for name, module in list(sys.modules.items()):
         if name.startswith("torchtitan.") and getattr(module, "device_module", None) is torch.cpu:
-            module.device_module = cpu
+            module.device_module = cpu  # type: ignore[attr-defined]  # a TorchTitan module's global, found above
     return "cpu"

@@ -117,7 +117,7 @@ def trainer_class(metrics: Any, saved: Callable[[], object] = lambda: None) -> t
     called on every rank after each checkpoint it saves (DCP's save returns once every rank has written)."""
     from torchtitan.train import Trainer
 
-    class TitanTrainer(Trainer):
+    class TitanTrainer(Trainer):  # type: ignore[misc]  # torchtitan ships no type information
         first_start: float | None = None
         last_end: float | None = None
         steps_run = 0
@@ -195,7 +195,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     if already_done(args.output_uri):
         log.info("output %s is already complete for this job; nothing to do", args.output_uri)
-        return uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+        done: dict[str, Any] = uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+        return done
     world_size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if world_size % args.tensor_parallel_size:
         raise BadInputError(f"--tensor-parallel-size {args.tensor_parallel_size} does not divide the "
