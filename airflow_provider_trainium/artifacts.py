@@ -121,8 +121,9 @@ def get_bytes(path: ObjectStoragePath, max_bytes: int | None = None) -> bytes | 
     try:
         if max_bytes is None:
             return path.read_bytes()
-        with path.open("rb") as stream:
-            return stream.read(max_bytes + 1)
+        with path.open("rb") as stream:  # type: ignore[no-untyped-call]  # Airflow's ObjectStoragePath.open has no annotations
+            head: bytes = stream.read(max_bytes + 1)
+            return head
     except (FileNotFoundError, IsADirectoryError):
         return None
 
@@ -144,7 +145,8 @@ def s3_get(path: ObjectStoragePath, max_bytes: int | None = None) -> tuple[bytes
             body = await stream.read()
         return body, response["ETag"]
 
-    return sync(fs.loop, _get)
+    got: tuple[bytes | None, str | None] = sync(fs.loop, _get)
+    return got
 
 
 def read_bytes(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 AUTO = "auto"
 #: ``auto`` rule: (the trainium connection exists, nodes) -> whether this backend takes the job.
@@ -105,7 +105,8 @@ def _load(target: str) -> Any:
 def backend_class(name: str) -> type[ComputeBackend]:
     if name not in _TABLE:
         raise ValueError(f"compute {name!r} is not one of: {', '.join(_TABLE)}")
-    return _load(_TABLE[name].target)
+    backend: type[ComputeBackend] = _load(_TABLE[name].target)
+    return backend
 
 
 def build_backend(name: str, config: TrainiumConfig, options: Mapping[str, Any] | None = None) -> ComputeBackend:

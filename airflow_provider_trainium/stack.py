@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 from airflow_provider_trainium.neuron.catalog import CATALOG
 
 #: Fields that describe the Airflow side, not the stack: they never come from an output. ``capacity_reservations``
@@ -192,7 +192,9 @@ def read_stack_outputs(stack: str, aws_conn_id: str, region_name: str | None = N
     from airflow.providers.amazon.aws.hooks.cloud_formation import CloudFormationHook
     from botocore.exceptions import ClientError
 
-    hook = CloudFormationHook(aws_conn_id=aws_conn_id, region_name=region_name)
+    hook = CloudFormationHook(  # type: ignore[no-untyped-call]  # its __init__(*args, **kwargs) has no annotations
+        aws_conn_id=aws_conn_id, region_name=region_name
+    )
     try:
         found = hook.conn.describe_stacks(StackName=stack)["Stacks"]
     except ClientError as err:

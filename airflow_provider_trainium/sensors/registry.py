@@ -100,7 +100,8 @@ class TrainiumRegisteredModelSensor(BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":
             raise RuntimeError(f"waiting for model {self.model_name!r} failed: {event.get('message')}")
-        return event["model"]
+        model: dict[str, Any] = event["model"]
+        return model
 
 
 def __getattr__(name: str) -> Any:

@@ -83,7 +83,7 @@ def export_mlflow(export: RunExport, tracking_uri: str, experiment: str, log: Lo
             client.delete_run(stale.info.run_id)
 
         run = client.create_run(experiment_id, run_name=export.ti.name, tags=export.ti.tags())
-        run_id = run.info.run_id
+        run_id: str = run.info.run_id
         try:
             params = [Param(k, v) for k, v in export.params.items()]
             for batch in _chunks(params, MAX_PARAMS_PER_BATCH):
