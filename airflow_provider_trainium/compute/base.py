@@ -18,7 +18,7 @@ from airflow_provider_trainium.neuron.plan import ContainerPlan, container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 #: The one log callback of every backend: receives each line of the job's output once.
 LogSink = Callable[[str], None]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 #: "Running On-Demand Trn instances", in vCPUs (docs/fidelity.md says where the code comes from).
 TRN_ON_DEMAND_QUOTA = ("ec2", "L-2C3B7624")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_trainium.compute.base import JobInputError
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 FIELD = "capacity_reservations"
 #: The keys of a reservation's entry each backend reads.

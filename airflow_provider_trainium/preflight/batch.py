@@ -11,7 +11,7 @@ from airflow_provider_trainium.preflight.layout import Layout
 from airflow_provider_trainium.preflight.result import CheckResult, error, ok, verdict, warning
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 QUEUE = "batch queue"
 ENVIRONMENTS = "compute environment"

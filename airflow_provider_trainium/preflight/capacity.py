@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_trainium.compute.capacity import TRN_ON_DEMAND_QUOTA, needed_vcpus, placement_findings, trn_quota
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
     from airflow_provider_trainium.preflight.layout import Layout
     from airflow_provider_trainium.preflight.result import CheckResult
 

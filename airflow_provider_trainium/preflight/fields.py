@@ -9,7 +9,7 @@ from airflow_provider_trainium.preflight.result import CheckResult, error, ok, w
 from airflow_provider_trainium.stack import REQUIRED_FIELDS
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 #: Fields every remote backend reads: the base stack's outputs, which ``airflow trainium configure`` requires too.
 REMOTE_FIELDS = REQUIRED_FIELDS

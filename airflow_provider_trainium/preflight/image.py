@@ -14,7 +14,7 @@ from airflow_provider_trainium.preflight.layout import Layout
 from airflow_provider_trainium.preflight.result import CheckResult, verdict, warning
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 NAME = "image"
 _DIGEST = re.compile(r"^(?P<repository>[^@\s]+)@(?P<digest>sha256:[0-9a-f]{64})$")

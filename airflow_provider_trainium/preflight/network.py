@@ -12,7 +12,7 @@ from airflow_provider_trainium.preflight.layout import Layout
 from airflow_provider_trainium.preflight.result import CheckResult, ok, verdict
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 NAME = "efa security group"
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_trainium.preflight.layout import Layout
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 
 def routed_config(config: TrainiumConfig, layout: Layout) -> TrainiumConfig:

@@ -8,7 +8,7 @@ from airflow_provider_trainium.hooks.connection_test import check_bucket
 from airflow_provider_trainium.preflight.result import CheckResult, error, ok, warning
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 NAME = "artifact bucket"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.trackers.gather import RunExport, TaskInstanceId, collect
 from airflow_provider_trainium.trackers.settings import TrackerSettings

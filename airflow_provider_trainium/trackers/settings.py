@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from airflow_provider_trainium.compute.batch.status import CANCEL_PREFIX, batch_
 from airflow_provider_trainium.compute.batch.watch import BatchJobWatch
 from airflow_provider_trainium.compute.remote import remote_launch_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 from airflow_provider_trainium.neuron.plan import ContainerPlan
 from airflow_provider_trainium.neuron.spec import JobSpec
 

@@ -35,7 +35,7 @@ from airflow_provider_trainium.compute.ecs.status import STOPPED, task_id, task_
 from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.compute.remote import remote_launch_problem
 from airflow_provider_trainium.compute.watch import WatchedBackend
-from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 from airflow_provider_trainium.neuron.plan import ContainerPlan
 from airflow_provider_trainium.neuron.spec import JobSpec
 

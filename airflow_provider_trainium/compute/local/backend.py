@@ -38,7 +38,7 @@ from airflow_provider_trainium.neuron.spec import JobSpec
 from trainium_trainer import boundary
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.hooks.trainium import TrainiumConfig
+    from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
 __all__ = ["EXIT_BAD_INPUT", "LocalBackend", "local_compiler_version", "local_state_dir", "reads_s3"]
 
