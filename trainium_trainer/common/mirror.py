@@ -17,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 
+from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
 
 log = logging.getLogger("trainer")
@@ -24,7 +25,7 @@ log = logging.getLogger("trainer")
 
 #: Where a process finds its node's index: torchrun's ``GROUP_RANK`` (its ``--node_rank``) in every rank, else
 #: the launcher's contract (``TRAINIUM_NODE_RANK``, which local compute sets) or AWS Batch's own variable.
-NODE_INDEX_ENV = ("GROUP_RANK", "TRAINIUM_NODE_RANK", "AWS_BATCH_JOB_NODE_INDEX")
+NODE_INDEX_ENV = ("GROUP_RANK", boundary.ENV_NODE_RANK, "AWS_BATCH_JOB_NODE_INDEX")
 
 
 def node_index(env: Mapping[str, str] | None = None) -> int:
