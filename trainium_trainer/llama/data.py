@@ -77,8 +77,7 @@ def record_text(record: Any) -> str:
     for key, value in parts.items():
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{key!r} must be a string, got {type(value).__name__}")
-    # a null 'instruction' or 'response' passes the check above and raises AttributeError here, not ValueError
-    if not parts["instruction"].strip() or not parts["response"].strip():  # type: ignore[union-attr]  # a known gap
+    if not (parts["instruction"] or "").strip() or not (parts["response"] or "").strip():
         raise ValueError("'instruction' and 'response' must not be empty")
     context = f"### Input:\n{parts['input']}\n" if parts.get("input") else ""
     return f"### Instruction:\n{parts['instruction']}\n{context}### Response:\n{parts['response']}"

@@ -7,7 +7,7 @@ import pytest
 
 from trainium_trainer.common.errors import BadInputError
 from trainium_trainer.llama.corpus import synthetic_jsonl
-from trainium_trainer.llama.data import load_blocks, pack, prepare, read_index
+from trainium_trainer.llama.data import load_blocks, pack, prepare, read_index, record_text
 from trainium_trainer.llama.tokenizer import BOS, EOS, load_tokenizer
 
 
@@ -128,3 +128,10 @@ def test_a_holdout_set_is_recorded_alike_by_every_run_and_put_back_when_swapped(
     assert not (tmp_path / "plain" / boundary.HOLDOUT_MANIFEST_FILE).exists()
     prepare(str(tmp_path / "plain"), synthetic_date="2025-12-31", synthetic_records=60, tokenizer_uri=tokenizer_uri)
     assert not (tmp_path / "plain" / boundary.HOLDOUT_MANIFEST_FILE).exists()  # a training set has none
+
+
+@pytest.mark.parametrize("field", ["instruction", "response"])
+def test_a_null_instruction_or_response_is_a_malformed_record_not_a_crash(field):
+    record = {"instruction": "say hi", "response": "hi", field: None}
+    with pytest.raises(ValueError, match="must not be empty"):
+        record_text(record)
