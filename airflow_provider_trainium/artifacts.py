@@ -121,7 +121,7 @@ def get_bytes(path: ObjectStoragePath, max_bytes: int | None = None) -> bytes | 
     try:
         if max_bytes is None:
             return path.read_bytes()
-        with path.open("rb") as stream:  # type: ignore[no-untyped-call]  # Airflow's ObjectStoragePath.open has no annotations
+        with path.open("rb") as stream:
             head: bytes = stream.read(max_bytes + 1)
             return head
     except (FileNotFoundError, IsADirectoryError):

@@ -32,7 +32,7 @@ def bind_listener(address: str, port: int) -> socket.socket:
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # public, but torch re-exports it implicitly
+    from torch.distributed import TCPStore
     from torch.distributed.elastic.rendezvous import static_tcp_rendezvous
     from torch.distributed.run import main as torchrun
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
             return TCPStore(*args, **kwargs)
 
         # the one place torchrun's static rendezvous makes its store; a factory stands in for the class
-        static_tcp_rendezvous.TCPStore = store  # type: ignore[attr-defined, assignment]  # a deliberate patch
+        static_tcp_rendezvous.TCPStore = store  # type: ignore[misc, assignment]  # a deliberate patch of the class
     torchrun(argv)
 
 

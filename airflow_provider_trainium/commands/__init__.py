@@ -13,4 +13,4 @@ def airflow_arg(flags: tuple[str, ...], kwargs: Mapping[str, Any]) -> Arg:
     """One option of an ``airflow trainium`` command: the argparse flags and keywords as Airflow's CLI takes them."""
     from airflow.cli.cli_config import Arg
 
-    return Arg(flags, **kwargs)  # type: ignore[no-untyped-call]  # Airflow's Arg.__init__ has no annotations
+    return Arg(flags, **kwargs)

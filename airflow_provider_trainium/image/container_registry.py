@@ -216,7 +216,7 @@ class EcrRegistry:
     def hook(self) -> EcrHook:
         from airflow.providers.amazon.aws.hooks.ecr import EcrHook
 
-        return EcrHook(  # type: ignore[no-untyped-call]  # its __init__(**kwargs) has no annotations
+        return EcrHook(
             aws_conn_id=self.aws_conn_id, region_name=self.region_name
         )
 

@@ -42,7 +42,7 @@ def sha256_stream(path: ObjectStoragePath, sink: Callable[[bytes], object] | Non
     """Size and sha256 of a file, read once in chunks; each chunk also goes to ``sink`` if given."""
     digest = hashlib.sha256()
     size = 0
-    with path.open("rb") as fh:  # type: ignore[no-untyped-call]  # Airflow's ObjectStoragePath.open has no annotations
+    with path.open("rb") as fh:
         while chunk := fh.read(CHUNK):
             digest.update(chunk)
             size += len(chunk)

@@ -100,7 +100,7 @@ def create(path: ObjectStoragePath, data: bytes) -> bool:
         return True
     for _ in range(5):
         try:
-            with path.open("xb") as fh:  # type: ignore[no-untyped-call]  # Airflow's ObjectStoragePath.open has no annotations
+            with path.open("xb") as fh:
                 fh.write(data)
         except FileExistsError:
             return False

@@ -46,7 +46,7 @@ def copy_verified(src: ObjectStoragePath, dst: ObjectStoragePath, entry: FileEnt
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return
-    with dst.open("wb") as out:  # type: ignore[no-untyped-call]  # Airflow's ObjectStoragePath.open has no annotations
+    with dst.open("wb") as out:
         size, sha = sha256_stream(src, out.write)
         try:
             _check(src, entry, size, sha)

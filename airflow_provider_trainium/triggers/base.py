@@ -26,7 +26,7 @@ class JobWatchTrigger(BaseTrigger):
     def __init__(self, *, watch: dict[str, Any] | None = None, **fields: Any) -> None:
         """``watch``: the loop's arguments. ``fields``: the same arguments as separate kwargs, the form rows
         stored by earlier releases hold."""
-        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ has no annotations
+        super().__init__()
         if watch is not None and fields:
             raise TypeError(f"{type(self).__name__} takes watch= or the watch's fields, not both: {sorted(fields)}")
         self.job_watch = self.watch_class(**(watch if watch is not None else fields))
@@ -47,7 +47,7 @@ class JobWatchTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         event = await first_event(self.job_watch, self._log_line)
-        yield TriggerEvent(event.to_dict())  # type: ignore[no-untyped-call]  # Airflow's TriggerEvent.__init__ has no annotations
+        yield TriggerEvent(event.to_dict())
 
     def _log_line(self, line: str) -> None:
         self.log.info("%s", line)

@@ -59,7 +59,7 @@ class TrainiumRegisteredModelTrigger(BaseTrigger):
         newer_than: int = 0,
         poke_interval: float = 60.0,
     ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ has no annotations
+        super().__init__()
         self.model_name = model_name
         self.artifact_root = artifact_root
         self.conn_id = conn_id
@@ -94,10 +94,10 @@ class TrainiumRegisteredModelTrigger(BaseTrigger):
                 found = await asyncio.to_thread(self.check)
             except Exception as exc:  # report to the task instead of dying silently in the triggerer
                 message = f"{type(exc).__name__}: {exc}"
-                yield TriggerEvent({"status": "error", "message": message})  # type: ignore[no-untyped-call]  # Airflow's TriggerEvent.__init__ has no annotations
+                yield TriggerEvent({"status": "error", "message": message})
                 return
             if found is not None:
-                yield TriggerEvent({"status": "success", "model": found})  # type: ignore[no-untyped-call]  # Airflow's TriggerEvent.__init__ has no annotations
+                yield TriggerEvent({"status": "success", "model": found})
                 return
             await asyncio.sleep(self.poke_interval)
 

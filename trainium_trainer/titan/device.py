@@ -59,7 +59,7 @@ def accelerator() -> str | None:
     """The accelerator torch sees (``neuron`` with TorchNeuron, ``cuda``), None on a CPU-only host."""
     from torch._utils import _get_available_device_type
 
-    found: str | None = _get_available_device_type()  # type: ignore[no-untyped-call]  # torch's, unannotated
+    found: str | None = _get_available_device_type()
     return found
 
 

@@ -155,7 +155,7 @@ def register(data_uri: str, flavor: str, vocab_size: int, seed: int) -> str:
     from torchtitan.models.llama3 import get_train_spec
     from torchtitan.protocols import train_spec as specs
 
-    class Loader(BlocksDataLoader, BaseDataLoader):  # type: ignore[misc]  # torchtitan ships no type information
+    class Loader(BlocksDataLoader, BaseDataLoader):
         pass
 
     def build_dataloader(dp_world_size: int, dp_rank: int, tokenizer: Any, job_config: Any) -> Loader:

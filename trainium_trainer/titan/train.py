@@ -117,7 +117,7 @@ def trainer_class(metrics: Any, saved: Callable[[], object] = lambda: None) -> t
     called on every rank after each checkpoint it saves (DCP's save returns once every rank has written)."""
     from torchtitan.train import Trainer
 
-    class TitanTrainer(Trainer):  # type: ignore[misc]  # torchtitan ships no type information
+    class TitanTrainer(Trainer):
         first_start: float | None = None
         last_end: float | None = None
         steps_run = 0

@@ -227,7 +227,7 @@ class CodeBuildBuilder:
         # One continuation token per build, so each poll reads only the lines that are new.
         position = token.setdefault(
             "position",
-            AwsLogsHook.ContinuationToken(),  # type: ignore[no-untyped-call]  # its __init__ has no annotations
+            AwsLogsHook.ContinuationToken(),
         )
         try:
             for event in hook.get_log_events(group, stream, continuation_token=position):
