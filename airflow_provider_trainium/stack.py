@@ -192,9 +192,7 @@ def read_stack_outputs(stack: str, aws_conn_id: str, region_name: str | None = N
     from airflow.providers.amazon.aws.hooks.cloud_formation import CloudFormationHook
     from botocore.exceptions import ClientError
 
-    hook = CloudFormationHook(
-        aws_conn_id=aws_conn_id, region_name=region_name
-    )
+    hook = CloudFormationHook(aws_conn_id=aws_conn_id, region_name=region_name)
     try:
         found = hook.conn.describe_stacks(StackName=stack)["Stacks"]
     except ClientError as err:

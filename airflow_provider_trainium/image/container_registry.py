@@ -216,9 +216,7 @@ class EcrRegistry:
     def hook(self) -> EcrHook:
         from airflow.providers.amazon.aws.hooks.ecr import EcrHook
 
-        return EcrHook(
-            aws_conn_id=self.aws_conn_id, region_name=self.region_name
-        )
+        return EcrHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
 
     def _call(self, what: str, fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
