@@ -59,18 +59,24 @@ demo: airflow-home
 # The native stack's tests (marker `native`, set by these folders in tests/conftest.py) run in .venv-native on
 # torch 2.14 (test-native); the main venv's run (torch 2.9 + torch-xla) does not collect them.
 NATIVE_TESTS := tests/unit/trainium_trainer/native tests/unit/trainium_trainer/titan tests/integration/native tests/integration/titan
-# The three lanes of `make test` run side by side, each printing its output when it ends: tests/unit and
+# The four lanes of `make test` run side by side, each printing its output when it ends: tests/unit and
 # tests/integration on two pytest-xdist workers (XDIST; each worker has its own Airflow home, see
 # tests/conftest.py); tests/e2e (one deployment, one shared MNIST run: one process, mostly waiting on the
-# scheduler); the native lane once .venv-native has installed. `make test XDIST=` runs the first lane in one
-# process. Tests marked `install` (fresh environments from the built wheel) run in test-wheel instead.
+# scheduler); the native lane once .venv-native has installed; and mypy (typecheck), which ends first.
+# `make test XDIST=` runs the first lane in one process. Tests marked `install` (fresh environments from the built wheel) run in test-wheel instead.
 XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 test: airflow-home
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(MAKE) -j3 --output-sync=target test-main test-e2e test-native
+	$(MAKE) -j4 --output-sync=target test-main test-e2e test-native typecheck
 
-.PHONY: test-main test-e2e
+# mypy ([tool.mypy] in pyproject.toml): the provider and the XLA stack's trainer against torch 2.9 here, every
+# trainer module against torch 2.14 in .venv-native (the native stack's modules run only there).
+typecheck: venv venv-native
+	$(BIN)/mypy
+	$(NBIN)/mypy --cache-dir .mypy_cache/native $$(find trainium_trainer -name '*.py')
+
+.PHONY: test-main test-e2e typecheck
 test-main: airflow-home
 	$(BIN)/python -m pytest tests/unit tests/integration $(addprefix --ignore=,$(NATIVE_TESTS)) -m "not install" \
 		$(XDIST) --durations=25 $(PYTEST_ARGS)

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+#: Under pytest-xdist, the order workers take modules in (tests/xdist_order.py).
+pytest_plugins = ["tests.xdist_order"]
+
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The same throwaway Airflow home `make test` uses, for a bare `pytest` run after `make airflow-home`.
 os.environ.setdefault("AIRFLOW_HOME", os.path.join(_REPO, ".airflow"))
@@ -71,24 +74,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, folder))
         if rel.startswith(_NATIVE_FOLDERS):
             item.add_marker(pytest.mark.native)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items[:] = heaviest_modules_first(items)
-
-
-def heaviest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The order pytest-xdist hands out modules (``--dist loadfile --no-loadscope-reorder``): modules with a
-    ``slow`` test, then the rest of tests/integration, then tests/unit, each module kept whole and in place
-    within its group. Handed out the other way round (xdist's default puts modules with many tests first), a
-    minutes-long module started last kept one worker busy after the other had finished. Stable, so every
-    worker collects the same order."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-
-    def weight(item: pytest.Item) -> int:
-        if item.path in slow:
-            return 0
-        return 1 if item.get_closest_marker("integration") else 2
-
-    return sorted(items, key=weight)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -79,7 +79,8 @@ def local_trainer_problem(
 def only_stack_problem(entry_point: str, only: str, stack: str | None, instance_type: str) -> str | None:
     """Why a run of ``entry_point``, which runs on stack ``only`` alone, cannot run with ``stack`` on
     ``instance_type``; names the families to choose instead of the other stack ``stack_problem`` would suggest."""
-    from airflow_provider_trainium.neuron.releases import STACK_AUTO, auto_stack, family, stack_problem, table
+    from airflow_provider_trainium.neuron.releases import auto_stack, family, stack_problem, table
+    from airflow_provider_trainium.neuron.stack_names import STACK_AUTO
 
     chosen = auto_stack(instance_type) if stack in (None, "", STACK_AUTO) else str(stack)
     trains = sorted(

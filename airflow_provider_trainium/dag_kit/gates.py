@@ -8,7 +8,7 @@ it, and ``promote_latest`` checks it again against the version it moves the alia
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import task
 
@@ -16,6 +16,7 @@ from airflow_provider_trainium.dag_kit.helpers import fail_on_mismatch, read_eva
 from airflow_provider_trainium.dag_kit.plan import plan_record
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
     from airflow.sdk.definitions.xcom_arg import XComArg
 
     from airflow_provider_trainium.operators.registry import TrainiumPromoteModelAliasOperator
@@ -34,15 +35,16 @@ def evaluation_gate_task(
     register task's value). ``promote_latest`` checks the verdict against the version's files again."""
 
     @task.short_circuit(task_id=task_id)
-    def gate(plan: dict[str, Any], registered: Any = None, **context: Any) -> bool:
+    def gate(planned: Any, registered: Any = None, **context: Any) -> bool:  # `planned`: a dependency only
         from airflow_provider_trainium.operators.registry import evaluation_job_name, evaluation_uri
         from airflow_provider_trainium.registry.verdict import VerdictError, check_verdict, read_verdict
         from airflow_provider_trainium.registry.verdict import describe as verdict_line
 
-        plan = plan_record(context)
-        where = fail_on_mismatch(lambda: evaluation_uri(context, evaluation_task_id))
+        plan = plan_record(context)  # the sealed record, not the XCom
+        airflow_context = cast("Context", context)
+        where = fail_on_mismatch(lambda: evaluation_uri(airflow_context, evaluation_task_id))
         try:
-            job = evaluation_job_name(context, evaluation_task_id)
+            job = evaluation_job_name(airflow_context, evaluation_task_id)
             verdict = check_verdict(read_verdict(where), None, where, job, must_pass=False)
         except VerdictError as err:
             print(f"no verdict to trust from {evaluation_task_id!r} ({err}): nothing to promote")

@@ -71,10 +71,10 @@ def has_data_task(
     """
 
     @task.short_circuit(task_id=task_id)
-    def has_data(plan: dict[str, Any], **context: Any) -> bool:
+    def has_data(planned: Any, **context: Any) -> bool:  # `planned`: the plan task's XCom, a dependency only
         from airflow_provider_trainium import artifacts
 
-        plan = plan_record(context)
+        plan = plan_record(context)  # the sealed record, not the XCom
         index = artifacts.read_json(f"{plan['data_uri'].rstrip('/')}/index.json")
         if index.get("skipped"):
             print(skip_message.format(**plan, reason=index.get("reason")))
@@ -120,7 +120,7 @@ def compile_then_train(
         entry_point=entry_point,
         job_args=job_args,
         trial_steps=trial_steps,
-        **({"cache_key_extra": cache_key_extra} if cache_key_extra else {}),
+        cache_key_extra=cache_key_extra or None,
         **layout,
     )
     train = TrainiumTrainingOperator(

@@ -158,7 +158,7 @@ def accepted_arguments() -> frozenset[str]:
         name
         for cls in _TrainiumDecoratedOperator.__mro__
         if "__init__" in vars(cls)
-        for name, param in inspect.signature(cls.__init__).parameters.items()
+        for name, param in inspect.signature(vars(cls)["__init__"]).parameters.items()
         if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
     }
     return frozenset(names - {"self", "python_callable", "op_args", "op_kwargs", *TAKEN_ARGUMENTS})

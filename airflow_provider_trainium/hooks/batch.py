@@ -13,9 +13,15 @@ DESCRIBE_JOBS_MAX = 100  # DescribeJobs takes at most 100 job ids per call
 class TrainiumBatchHook(BatchClientHook):
     """``BatchClientHook`` plus paginated look-ups by name; endpoints come from the AWS connection."""
 
+    @property
+    def batch(self) -> Any:
+        """The boto3 Batch client: the amazon provider types ``client`` as its ``BatchProtocol``, which names only
+        the calls its own operators make (no paginators, no queue look-ups)."""
+        return self.client
+
     def list_jobs_named(self, job_queue: str, job_name: str) -> Iterator[dict[str, Any]]:
         """Every job with this exact name in the queue, whatever its status (a name filter ignores status)."""
-        paginator = self.client.get_paginator("list_jobs")
+        paginator = self.batch.get_paginator("list_jobs")
         pages = paginator.paginate(jobQueue=job_queue, filters=[{"name": "JOB_NAME", "values": [job_name]}])
         for page in pages:
             for summary in page.get("jobSummaryList", []):
@@ -31,7 +37,7 @@ class TrainiumBatchHook(BatchClientHook):
     def active_definition(self, name: str) -> dict[str, Any] | None:
         """The newest ACTIVE revision of the job definition ``name``, if any."""
         found: list[dict[str, Any]] = []
-        paginator = self.client.get_paginator("describe_job_definitions")
+        paginator = self.batch.get_paginator("describe_job_definitions")
         for page in paginator.paginate(jobDefinitionName=name, status="ACTIVE"):
             found += page.get("jobDefinitions", [])
         return max(found, key=lambda d: d["revision"]) if found else None

@@ -6,6 +6,7 @@ and region, so a wrong credential, region or name shows up here instead of when 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,11 +30,11 @@ def check_cluster(config: TrainiumConfig) -> str | None:
 
 
 def check_queues(config: TrainiumConfig) -> list[str]:
-    from airflow.providers.amazon.aws.hooks.batch_client import BatchClientHook
+    from airflow_provider_trainium.hooks.batch import TrainiumBatchHook
 
-    hook = BatchClientHook(aws_conn_id=config.aws_conn_id, region_name=config.region_name)
+    hook = TrainiumBatchHook(aws_conn_id=config.aws_conn_id, region_name=config.region_name)
     names = sorted(set(config.batch_job_queues.values()))
-    found = {q["jobQueueName"]: q for q in hook.client.describe_job_queues(jobQueues=names)["jobQueues"]}
+    found = {q["jobQueueName"]: q for q in hook.batch.describe_job_queues(jobQueues=names)["jobQueues"]}
     found.update({q["jobQueueArn"]: q for q in found.values()})
     problems = []
     for instance_type, name in sorted(config.batch_job_queues.items()):
@@ -67,7 +68,7 @@ def check_resources(config: TrainiumConfig) -> tuple[list[str], list[str]]:
     """(problems, what was checked) for every resource the config names."""
     problems: list[str] = []
     checked: list[str] = []
-    checks = []
+    checks: list[tuple[str, Callable[[], Sequence[str | None]]]] = []
     if config.ecs_cluster:
         checks.append((f"ECS cluster {config.ecs_cluster}", lambda: [check_cluster(config)]))
     if config.batch_job_queues:

@@ -120,10 +120,10 @@ def check_budget(
     check = BudgetCheck(
         max_cost_usd, worst, hourly, timeout_s, allow_over_budget_estimate, nodes=nodes, instance_type=instance_type
     )
-    if check.within or allow_over_budget_estimate:
+    if check.within or allow_over_budget_estimate or max_cost_usd is None:  # (no budget: always within)
         return check
     layout = f"{nodes} x {instance_type} at ${price.usd_per_hour:.2f}/h (prices of {price.as_of})"
-    if worst is None:
+    if worst is None or timeout_s is None:  # one is None when the other is
         raise OverBudgetError(
             f"max_cost_usd ${max_cost_usd:.2f} cannot be checked: the task has no execution_timeout, so the "
             f"worst case of {layout} = ${hourly:.2f}/h has no bound. Set execution_timeout (at most "

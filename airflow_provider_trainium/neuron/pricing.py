@@ -170,8 +170,11 @@ def price_of(instance_type: str, prices: Mapping[str, Price] | None = None) -> P
 class PriceSettings(Protocol):
     """Where a connection keeps its overrides (``TrainiumConfig`` has both): neuron/ never imports hooks/."""
 
-    prices: Any
-    prices_file: str | None
+    @property
+    def prices(self) -> Any: ...  # read-only: TrainiumConfig is a frozen dataclass
+
+    @property
+    def prices_file(self) -> str | None: ...
 
 
 def prices_for(config: PriceSettings) -> dict[str, Price]:

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from airflow_provider_trainium.neuron.catalog import CATALOG, InstanceType
 from trainium_trainer import boundary
@@ -196,13 +196,13 @@ class JobSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> JobSpec:
-        values = dict(data)
-        values["args"] = tuple(values.get("args") or ())  # type: ignore[arg-type]
-        values["env"] = dict(values.get("env") or {})  # type: ignore[arg-type]
-        values["wrapper"] = tuple(values.get("wrapper") or ())  # type: ignore[arg-type]
-        values["command"] = tuple(values.get("command") or ())  # type: ignore[arg-type]
-        values["secrets"] = dict(values.get("secrets") or {})  # type: ignore[arg-type]
-        return cls(**values)  # type: ignore[arg-type]
+        values: dict[str, Any] = dict(data)  # as JSON gave it: the dataclass checks nothing, the fields below
+        values["args"] = tuple(values.get("args") or ())
+        values["env"] = dict(values.get("env") or {})
+        values["wrapper"] = tuple(values.get("wrapper") or ())
+        values["command"] = tuple(values.get("command") or ())
+        values["secrets"] = dict(values.get("secrets") or {})
+        return cls(**values)
 
     def content_hash(self, length: int = 12) -> str:
         """Stable hash of what the job will do: equal specs share results and job names."""

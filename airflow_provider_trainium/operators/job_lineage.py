@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import logging
-
     from airflow_provider_trainium.compute.base import JobHandle
     from airflow_provider_trainium.neuron.spec import JobSpec
     from airflow_provider_trainium.operators.job_spec import PreparedJob
@@ -21,7 +19,7 @@ class JobLineageMixin:
     """The part of ``TrainiumJobOperator`` that describes its try to OpenLineage, from what the try kept."""
 
     if TYPE_CHECKING:  # what TrainiumJobOperator (and BaseOperator) give it
-        log: logging.Logger
+        log: Any  # BaseOperator's logger (its type differs across the Airflow versions we support)
         _prepared: PreparedJob | None
         _handle: JobHandle | None
         _cost: dict[str, Any] | None

@@ -20,8 +20,6 @@ from airflow_provider_trainium.operators.defaults import wait_options
 from trainium_trainer import boundary
 
 if TYPE_CHECKING:
-    import logging
-
     from airflow.sdk import Context
 
     from airflow_provider_trainium.compute.base import ComputeBackend
@@ -72,7 +70,7 @@ class JobSpecMixin:
         local_max_processes_per_node: int
         execution_timeout: timedelta | None
         max_cost_usd: float | str | None
-        log: logging.Logger
+        log: Any  # BaseOperator's logger (its type differs across the Airflow versions we support)
         dag: Any
         _config: TrainiumConfig | None
         _node_count: int | None

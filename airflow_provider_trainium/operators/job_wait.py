@@ -21,8 +21,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import logging
-
     from airflow.sdk import Context
 
     from airflow_provider_trainium.compute.attach import Attached
@@ -132,7 +130,7 @@ class JobWaitMixin:
 
     if TYPE_CHECKING:  # what TrainiumJobOperator (and BaseOperator) give it
         max_cost_usd: float | str | None
-        log: logging.Logger
+        log: Any  # BaseOperator's logger (its type differs across the Airflow versions we support)
         _prepared: PreparedJob | None
         _result: Any
 

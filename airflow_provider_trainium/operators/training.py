@@ -14,7 +14,7 @@ from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.compute.base import JobHandle
+    from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
     from airflow_provider_trainium.neuron.spec import JobSpec
 
@@ -48,8 +48,8 @@ class TrainiumTrainingOperator(TrainiumJobOperator):
         self.mlflow_experiment = mlflow_experiment
         self.tensorboard_logdir = tensorboard_logdir
 
-    def build_spec(self, context: Context, config: TrainiumConfig, compute: str) -> JobSpec:
-        spec = super().build_spec(context, config, compute)
+    def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
+        spec = super().build_spec(context, config, backend)
         if spec.checkpoint_uri is None:
             # Under checkpoints/ so the bucket's lifecycle rule expires them; a retry resumes from here.
             run_part = self.run_prefix(context, config).split("/runs/", 1)[1]

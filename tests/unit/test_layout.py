@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import conftest
+from tests import conftest, xdist_order
 
 TESTS = Path(conftest.__file__).resolve().parent
 REPO = TESTS.parent
@@ -52,8 +52,21 @@ class _Item:
     def add_marker(self, mark: pytest.MarkDecorator) -> None:
         self.markers.append(mark.name)
 
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.markers else None
+
 
 def test_folders_mark_their_tests() -> None:
     items = [_Item(TESTS / rel) for rel in ("unit/a/test_x.py", "integration/a/test_y.py", "e2e/test_z.py")]
     conftest.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
     assert [i.markers for i in items] == [[], ["integration"], ["e2e"]]
+
+
+def test_xdist_workers_take_slow_modules_first_then_integration_then_unit() -> None:
+    names = ["unit/a.py", "integration/b.py", "integration/b.py", "unit/c.py", "integration/d.py"]
+    items = [_Item(TESTS / rel) for rel in names]
+    conftest.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    items[2].markers.append("slow")  # one slow test makes its whole module slow
+    ordered = xdist_order.heaviest_modules_first(items)  # type: ignore[arg-type]
+    assert [str(i.path.relative_to(TESTS)) for i in ordered] == [
+        "integration/b.py", "integration/b.py", "integration/d.py", "unit/a.py", "unit/c.py"]  # fmt: skip
