@@ -171,7 +171,7 @@ class JobSpec:
         return self.nodes * self.nproc_per_node
 
     def with_changes(self, **changes: object) -> JobSpec:
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)  # type: ignore[arg-type]  # field names and types: replace checks them
 
     def to_dict(self) -> dict[str, object]:
         """Plain data; ``stack`` only when it is not ``xla``, so a spec from before stacks existed (whose hash

@@ -41,7 +41,7 @@ class JobLineageMixin:
         prepared, e.g. bad input failed the task first)."""
         from airflow_provider_trainium.operators.lineage import describe_job
 
-        return describe_job(self, self._prepared, self._handle, self._cost)  # type: ignore[arg-type]
+        return describe_job(self, self._prepared, self._handle, self._cost)  # type: ignore[arg-type]  # set by then
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Inputs: the data and models the job read; outputs: what it wrote; run facet ``trainiumJob``: its image,

@@ -248,7 +248,7 @@ class JobSpecMixin:
             else _int(self.processes_per_node, "processes_per_node"),
             tensor_parallel_size=_int(self.tensor_parallel_size, "tensor_parallel_size"),
             distributed=self.distributed,
-            workload=self.workload,  # type: ignore[arg-type]
+            workload=self.workload,  # type: ignore[arg-type]  # a str here; JobSpec checks it is one of its literals
             image=self.image or config.image,
             timeout_seconds=int(self.spec_timeout(context, config).total_seconds()),
             checkpoint_uri=self.checkpoint_uri,

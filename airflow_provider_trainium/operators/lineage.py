@@ -177,7 +177,7 @@ try:
             return "https://pypi.org/project/airflow-provider-trainium/#TrainiumJobRunFacet"
 
 except ImportError:  # the [openlineage] extra is not installed: operator_lineage returns None first
-    TrainiumJobRunFacet = None  # type: ignore[assignment,misc]
+    TrainiumJobRunFacet = None  # type: ignore[assignment,misc]  # a class when the extra is installed
 
 
 def run_facet(lineage: JobLineage) -> Any:
