@@ -13,10 +13,9 @@ set (only the seal differs), so a retry or a backfill of an interval checks agai
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from airflow_provider_trainium.registry.verdict import VerdictError
+from airflow_provider_trainium.registry.verdict import VerdictError, read_record, sealed_record
 from trainium_trainer import boundary
 
 #: The verdict field naming the fingerprint of the hold-out manifest the model was judged on.
@@ -33,34 +32,15 @@ def seal_uri(holdout_uri: str, job_name: str) -> str:
 def read_sealed_manifest(
     holdout_uri: str, *, aws_conn_id: str | None = None, trainium_conn_id: str | None = None
 ) -> Any:
-    """The JSON at ``holdout_uri`` (a sealed copy's URI; None when there is none), read with the connection's
-    credentials, like every artifact."""
-    from airflow_provider_trainium import artifacts
-    from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
-
-    data = artifacts.read_bytes(holdout_uri, missing_ok=True, aws_conn_id=aws_conn_id,
-                                trainium_conn_id=trainium_conn_id or DEFAULT_CONN_ID)  # fmt: skip
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError as err:
-        raise VerdictError(f"{holdout_uri} is not a hold-out manifest: {err}") from err
+    """The sealed copy at ``holdout_uri`` (None when there is none)."""
+    return read_record(holdout_uri, "a hold-out manifest", aws_conn_id=aws_conn_id, trainium_conn_id=trainium_conn_id)
 
 
 def sealed_fingerprint(manifest: Any, where: str, job_name: str) -> str:
     """The fingerprint of ``manifest`` (read from ``where``), when the data job named ``job_name`` sealed it; else
     VerdictError."""
-    from airflow_provider_trainium.registry.seal import job_key, seal_holds
-
-    if manifest is None:
-        raise VerdictError(f"no hold-out manifest sealed by data job {job_name} at {where}: nothing says what the "
-                           "evaluation should have judged on")  # fmt: skip
-    if not isinstance(manifest, dict) or manifest.get("format") != boundary.HOLDOUT_MANIFEST_FORMAT:
-        raise VerdictError(f"{where} is not a {boundary.HOLDOUT_MANIFEST_FORMAT} record")
-    if not seal_holds(manifest, job_key(job_name)):
-        raise VerdictError(f"the hold-out manifest at {where} is not sealed by data job {job_name}: edited, or "
-                           "written by another job")  # fmt: skip
+    missing = f"no hold-out manifest sealed by data job {job_name}: nothing says what the evaluation judged on"
+    sealed_record(manifest, where, boundary.HOLDOUT_MANIFEST_FORMAT, "data job", job_name, missing)
     return boundary.record_fingerprint(manifest)
 
 

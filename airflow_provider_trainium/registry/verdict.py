@@ -28,20 +28,40 @@ def verdict_uri(evaluation_uri: str) -> str:
     return f"{evaluation_uri.rstrip('/')}/{boundary.VERDICT_FILE}"
 
 
-def read_verdict(evaluation_uri: str, *, aws_conn_id: str | None = None, trainium_conn_id: str | None = None) -> Any:
-    """The verdict record under ``evaluation_uri`` (None when there is none); read with the connection's
-    credentials, like every artifact."""
+def read_record(uri: str, what: str, *, aws_conn_id: str | None = None, trainium_conn_id: str | None = None) -> Any:
+    """The JSON record at ``uri`` (None when there is none), read with the connection's credentials like every
+    artifact; VerdictError naming ``what`` it should be when it is not JSON."""
     from airflow_provider_trainium import artifacts
     from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
-    data = artifacts.read_bytes(verdict_uri(evaluation_uri), missing_ok=True, aws_conn_id=aws_conn_id,
+    data = artifacts.read_bytes(uri, missing_ok=True, aws_conn_id=aws_conn_id,
                                 trainium_conn_id=trainium_conn_id or DEFAULT_CONN_ID)  # fmt: skip
     if data is None:
         return None
     try:
         return json.loads(data)
     except ValueError as err:
-        raise VerdictError(f"{verdict_uri(evaluation_uri)} is not a verdict record: {err}") from err
+        raise VerdictError(f"{uri} is not {what}: {err}") from err
+
+
+def read_verdict(evaluation_uri: str, *, aws_conn_id: str | None = None, trainium_conn_id: str | None = None) -> Any:
+    """The verdict record under ``evaluation_uri`` (None when there is none)."""
+    return read_record(verdict_uri(evaluation_uri), "a verdict record", aws_conn_id=aws_conn_id,
+                       trainium_conn_id=trainium_conn_id)  # fmt: skip
+
+
+def sealed_record(record: Any, where: str, record_format: str, sealed_by: str, job_name: str, missing: str) -> None:
+    """VerdictError unless ``record`` (read from ``where``) is a ``record_format`` record that the job named
+    ``job_name`` (``sealed_by``: "evaluation job", "data job") sealed; ``missing`` says why its absence matters."""
+    from airflow_provider_trainium.registry.seal import job_key, seal_holds
+
+    if record is None:
+        raise VerdictError(f"nothing at {where}: {missing}")
+    if not isinstance(record, dict) or record.get("format") != record_format:
+        raise VerdictError(f"{where} is not a {record_format} record")
+    if not seal_holds(record, job_key(job_name)):
+        raise VerdictError(f"the record at {where} is not sealed by {sealed_by} {job_name}: edited, or written by "
+                           "another job")  # fmt: skip
 
 
 def check_verdict(
@@ -49,17 +69,9 @@ def check_verdict(
 ) -> dict[str, Any]:
     """The verdict, when the job named ``job_name`` sealed it, it judged the files whose fingerprint is
     ``fingerprint`` (None: any) and (``must_pass``) its numbers pass; else VerdictError."""
-    from airflow_provider_trainium.registry.seal import job_key, seal_holds
-
     where = verdict_uri(evaluation_uri)
-    if verdict is None:
-        raise VerdictError(f"no verdict at {where}: the evaluation job did not judge this model (task states are "
-                           "not evidence)")  # fmt: skip
-    if not isinstance(verdict, dict) or verdict.get("format") != boundary.VERDICT_FORMAT:
-        raise VerdictError(f"{where} is not a {boundary.VERDICT_FORMAT} record")
-    if not seal_holds(verdict, job_key(job_name)):
-        raise VerdictError(f"the verdict at {where} is not sealed by evaluation job {job_name}: edited, or written "
-                           "by another job")  # fmt: skip
+    missing = "no verdict: the evaluation job did not judge this model (task states are not evidence)"
+    sealed_record(verdict, where, boundary.VERDICT_FORMAT, "evaluation job", job_name, missing)
     record: dict[str, Any] = {**verdict, "passed": verdict_passes(verdict)}
     judged = record.get("model_fingerprint")
     if fingerprint is not None and judged != fingerprint:

@@ -22,6 +22,7 @@ import pytest
 from devserver import Deployment
 from devserver.deployment import USERNAME, stop_recorded
 from devserver.supervisor import Supervisor
+from tests.browser import chromium
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -353,24 +354,13 @@ def mnist_min_accuracy() -> float:
     raise AssertionError("dags/trainium_mnist_mlp.py defines no MIN_ACCURACY")
 
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
-
-
 # Module scope: sync Playwright runs an event loop in this thread until it closes, which later tests
 # calling asyncio.run() could not share.
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's chromium driven by Playwright (its own browser download cannot work here)."""
-    if shutil.which(CHROMIUM) is None:
-        pytest.fail(f"{CHROMIUM} not found: run .ci/system-deps.sh (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -24,15 +24,14 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 from airflow_provider_trainium.plugins.locate import run_output_prefix
+from tests.browser import chromium
 from tests.conftest import free_port, set_trainium_connection
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.unit.plugins.conftest import Rows
 from tests.unit.plugins.test_jobs import DECORATED
 from tests.unit.trainium_trainer.test_metric_lines import HF_OUTPUT
@@ -150,14 +149,8 @@ def server(jobs) -> Iterator[str]:
 # Module scope: sync Playwright runs an event loop in this thread until it closes (as in tests/e2e/conftest.py).
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: run .ci/system-deps.sh (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
