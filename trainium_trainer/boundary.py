@@ -158,6 +158,10 @@ ENV_EVIDENCE_KEY = "TRAINIUM_EVIDENCE_KEY"
 #: the job's output lines (``trainium_trainer.metric_lines``): curves from a script that does not call ``track``.
 ENV_METRIC_PATTERNS = "TRAINIUM_METRIC_PATTERNS"
 
+#: ``<first>:<last>``: the training steps (1-based, both included) each rank profiles with ``torch.profiler``
+#: (``common.profile``), its trace written to ``<output_uri>/profile/``; unset, nothing is profiled.
+ENV_PROFILE_STEPS = "TRAINIUM_PROFILE_STEPS"
+
 #: Every variable above.
 ENVIRONMENT: frozenset[str] = frozenset(
     value for name, value in dict(globals()).items() if name.startswith("ENV_") and name != "ENV_PREFIX"
@@ -213,6 +217,23 @@ FILES: frozenset[str] = frozenset(
     {METRICS_FILE, SUCCESS_MARKER, EVALUATION_FILE, VERDICT_FILE, DATA_INDEX_FILE, ALLREDUCE_FILE, FUNCTION_RESULT_FILE,
      HOLDOUT_MANIFEST_FILE}
 )  # fmt: skip
+
+# --- Profiles: <output_uri>/profile/trace-rank<R>.json (Chrome trace format, what torch.profiler exports) -------
+
+PROFILE_DIR = "profile"
+
+
+def profile_trace_name(rank: int) -> str:
+    return f"trace-rank{rank}.json"
+
+
+def parse_profile_steps(value: str) -> tuple[int, int]:
+    """``"first:last"`` -> (first, last); ValueError naming the rule when it is not two steps, 1 <= first <= last."""
+    first, sep, last = value.partition(":")
+    if sep and first.strip().isdigit() and last.strip().isdigit() and 1 <= int(first) <= int(last):
+        return int(first), int(last)
+    raise ValueError(f"profile steps {value!r}: expected 'first:last', two training steps with 1 <= first <= last")
+
 
 # --- The live metrics stream: <output_uri>/stream/<source>/<seq:06d>.jsonl ---------------------------------
 

@@ -62,7 +62,8 @@ USER_ENV_DENIED_NAMES: frozenset[str] = frozenset(
      "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS",
      # set by the provider for every job (the trainer's input rule, the job's evidence key): a task's env must not
      # replace them
-     boundary.ENV_ALLOWED_INPUT_PREFIXES, boundary.ENV_EVIDENCE_KEY, boundary.ENV_METRIC_PATTERNS}
+     boundary.ENV_ALLOWED_INPUT_PREFIXES, boundary.ENV_EVIDENCE_KEY, boundary.ENV_METRIC_PATTERNS,
+     boundary.ENV_PROFILE_STEPS}
 )  # fmt: skip
 #: Set by the backends, the container plan and the launcher for every node; a job's env must never override them.
 ENV_RESERVED: frozenset[str] = frozenset(

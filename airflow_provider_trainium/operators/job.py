@@ -90,6 +90,10 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         ``eval_accuracy``) -> regex with one group, matched against each line of node 0's output, as SageMaker's
         ``metric_definitions``; or ``"huggingface"`` for the Hugging Face Trainer's log lines
         (``trainium_trainer.metric_lines``).
+    :param profile_steps: ``(first, last)`` training steps (1-based, both included) each rank profiles with
+        ``torch.profiler``; the traces go to ``<output>/profile/`` and the Trainium view links them. The project's
+        MNIST trainer honours it; a user's script calls ``trainium_trainer.common.profile.StepProfiler``. On
+        Trainium the trace is the host side: the Neuron device profile is not captured yet.
 
     :param compute: ``auto`` (local without a ``trainium`` connection; ECS for one node, Batch for more),
         or a backend name from ``compute.backends`` (``local``, ``ecs``, ``batch``).
@@ -141,6 +145,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         secrets: dict[str, str] | None = None,
         all_nodes_outputs: bool = False,
         metric_patterns: dict[str, str] | str | None = None,
+        profile_steps: tuple[int, int] | list[int] | None = None,
         env: dict[str, str] | None = None,
         instance_type: str = "trn1.2xlarge",
         nodes: int | str = 1,
@@ -175,6 +180,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         self.secrets = dict(secrets or {})
         self.all_nodes_outputs = all_nodes_outputs
         self.metric_patterns = metric_patterns
+        self.profile_steps = profile_steps
         self.job_args = list(job_args)
         self.env = dict(env or {})
         self.instance_type = instance_type

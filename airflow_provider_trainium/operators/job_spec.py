@@ -49,6 +49,7 @@ class JobSpecMixin:
         secrets: dict[str, str]
         all_nodes_outputs: bool
         metric_patterns: dict[str, str] | str | None
+        profile_steps: tuple[int, int] | list[int] | None
         job_args: list[str]
         env: dict[str, str]
         instance_type: str
@@ -191,6 +192,22 @@ class JobSpecMixin:
             raise JobSpecError(problems)
         return {boundary.ENV_METRIC_PATTERNS: json.dumps(patterns, sort_keys=True)}
 
+    def profile_env(self) -> dict[str, str]:
+        """``profile_steps`` as the trainer's variable, checked before anything starts."""
+        from airflow_provider_trainium.neuron.spec import JobSpecError
+
+        if self.profile_steps is None:
+            return {}
+        steps = list(self.profile_steps) if isinstance(self.profile_steps, tuple | list) else []
+        try:
+            if len(steps) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
+                raise ValueError(f"profile_steps {self.profile_steps!r}: expected (first, last), two step numbers")
+            value = f"{steps[0]}:{steps[1]}"
+            boundary.parse_profile_steps(value)
+        except ValueError as err:
+            raise JobSpecError([str(err)]) from err
+        return {boundary.ENV_PROFILE_STEPS: value}
+
     def user_env_problems(self) -> list[str]:
         """The task's own ``env`` by the rule for a task's names (no ``AWS_*``: credentials come by role or secret)."""
         from airflow_provider_trainium.neuron.spec import env_name_problem
@@ -239,6 +256,7 @@ class JobSpecMixin:
             env={
                 **self.extra_env(context, config, backend),
                 **self.metric_patterns_env(),
+                **self.profile_env(),
                 **{k: str(v) for k, v in self.env.items()},
             },
             instance_type=str(self.instance_type),

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from airflow_provider_trainium.plugins import runs as runs_db
 from airflow_provider_trainium.plugins.locate import output_location
-from airflow_provider_trainium.plugins.stream import build_series, progress_label, read_stream
+from airflow_provider_trainium.plugins.stream import build_series, profile_traces, progress_label, read_stream
+from trainium_trainer import boundary
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ ASSETS = {
     "uPlot-LICENSE": ("vendor/uplot/LICENSE", "text/plain"),
 }
 MAX_COMPARED = 5
+#: A profile trace larger than this is refused rather than held in the API server's memory.
+MAX_TRACE_BYTES = 512 * 1024 * 1024
 #: Where a task without curves is sent: the provider's documentation (``Documentation`` in pyproject.toml).
 DOCS_URL = "https://pypi.org/project/airflow-provider-trainium/"
 #: What the page shows in place of the charts of a task that wrote no stream.
@@ -112,9 +115,15 @@ def run_stream(run: dict[str, Any], root: str | None, aws_conn_id: str | None) -
         "capped": False,
         "series": None,
         "progress": None,
+        "profiles": [],
     }
     if location.uri is None:
         return out
+    try:
+        out["profiles"] = profile_traces(location.uri, root or "", aws_conn_id)
+    except Exception as err:
+        log.warning("cannot list the profile traces of %s", location.uri, exc_info=True)
+        out["notes"].append(f"cannot list the profile traces: {type(err).__name__}")
     try:
         read = read_stream(location.uri, root or "", aws_conn_id)
     except Exception as err:
@@ -174,6 +183,47 @@ def create_app() -> FastAPI:
         rows = runs_db.list_job_runs(session, dag_ids, xcom_readable_dag_ids(user, dag_ids, session), limit=limit)
         return {"runs": rows, "total": len(rows)}
 
+    def readable_run(
+        user: Any, session: Any, dag_id: str, run_id: str, task_id: str | None, map_index: int
+    ) -> tuple[dict[str, Any] | None, set[str], set[str]]:
+        """The job run the user may read (None: no job in it), with the DAGs they may read and those whose XComs
+        they may; a DAG they may not read is the same 404 as a missing one (nothing revealed)."""
+        dag_ids = readable_dag_ids(user)
+        if dag_id not in dag_ids:
+            raise HTTPException(status_code=404, detail=f"no DAG run {dag_id}/{run_id}")
+        xcom_dag_ids = xcom_readable_dag_ids(user, dag_ids, session)
+        run = runs_db.get_job_run(session, dag_id, run_id, dag_id in xcom_dag_ids, task_id, map_index)
+        return run, dag_ids, xcom_dag_ids
+
+    @app.get("/api/runs/{dag_id}/{run_id}/profile/{name}")
+    def profile_trace(
+        dag_id: str,
+        run_id: str,
+        name: str,
+        user: GetUserDep,
+        session: SessionDep,
+        task_id: str | None = None,
+        map_index: int = -1,
+    ) -> Response:
+        """One of the run's profile traces, as a download (Perfetto or chrome://tracing open it)."""
+        from airflow_provider_trainium import artifacts
+
+        run, _, _ = readable_run(user, session, dag_id, run_id, task_id, map_index)
+        root, conn_id = artifact_settings()
+        missing = HTTPException(status_code=404, detail=f"no profile trace {name} in {dag_id}/{run_id}")
+        if run is None or root is None:
+            raise missing
+        location = output_location(run, root)
+        if location.uri is None or name not in profile_traces(location.uri, root, conn_id):
+            raise missing
+        uri = artifacts.confined(f"{location.uri.rstrip('/')}/{boundary.PROFILE_DIR}/{name}", root)
+        data = artifacts.read_bytes(uri, missing_ok=True, aws_conn_id=conn_id, max_bytes=MAX_TRACE_BYTES)
+        if data is None or len(data) > MAX_TRACE_BYTES:
+            raise HTTPException(status_code=404, detail=f"profile trace {name} is gone or over the size limit")
+        filename = f"{dag_id}.{run['task_id']}.{name}".replace('"', "")  # name matched trace-rank<R>.json
+        return Response(data, media_type="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})  # fmt: skip
+
     @app.get("/api/runs/{dag_id}/{run_id}")
     def run_detail(
         dag_id: str,
@@ -183,11 +233,7 @@ def create_app() -> FastAPI:
         task_id: str | None = None,
         map_index: int = -1,
     ) -> dict[str, Any]:
-        dag_ids = readable_dag_ids(user)
-        if dag_id not in dag_ids:  # the same answer as a missing DAG: do not reveal what exists
-            raise HTTPException(status_code=404, detail=f"no DAG run {dag_id}/{run_id}")
-        xcom_dag_ids = xcom_readable_dag_ids(user, dag_ids, session)
-        run = runs_db.get_job_run(session, dag_id, run_id, dag_id in xcom_dag_ids, task_id, map_index)
+        run, dag_ids, xcom_dag_ids = readable_run(user, session, dag_id, run_id, task_id, map_index)
         if run is None:
             if not runs_db.dag_run_exists(session, dag_id, run_id):
                 raise HTTPException(status_code=404, detail=f"no DAG run {dag_id}/{run_id}")

@@ -37,6 +37,7 @@ MAX_NOTES = 20
 #: The y range of the charts in percent: fixed, so a sampled 3 % does not fill the chart like 100 % would.
 PERCENT_RANGE = (0, 100)
 _SOURCE = re.compile(rf"^(?:{re.escape(TRAIN_SOURCE)}|{re.escape(boundary.MONITOR_SOURCE_PREFIX)}\d{{1,5}})$")
+_TRACE = re.compile(r"^trace-rank\d{1,5}\.json$")
 
 _NUMBER = "number"
 _INT = "int"
@@ -148,6 +149,15 @@ def read_stream(
         read.sources[uri.rsplit("/", 1)[-1]] = read_source(artifacts.confined(uri, root), root, aws_conn_id,
                                                            budget, read)  # fmt: skip
     return read
+
+
+def profile_traces(output_uri: str, root: str, aws_conn_id: str | None = None) -> list[str]:
+    """The names of the run's profile traces (``<output>/profile/trace-rank<R>.json``), confined like the stream."""
+    base = f"{artifacts.confined(output_uri, root)}/{boundary.PROFILE_DIR}"
+    if not artifacts.exists(base, aws_conn_id=aws_conn_id):
+        return []
+    names = [uri.rsplit("/", 1)[-1] for uri in artifacts.list_uris(base, aws_conn_id=aws_conn_id)]
+    return sorted(name for name in names if _TRACE.match(name))
 
 
 def read_source(

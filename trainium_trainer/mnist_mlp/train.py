@@ -31,6 +31,7 @@ from trainium_trainer.common.distributed import init_distributed
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.common.feed import EpochBatches, device_feed, feed_kind
 from trainium_trainer.common.metrics import TrainMetrics
+from trainium_trainer.common.profile import StepProfiler
 from trainium_trainer.common.stack import selected_stack
 from trainium_trainer.common.stream import add_stream_args, job_peak_flops
 from trainium_trainer.mnist_mlp.idx import load_split
@@ -164,6 +165,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
                            peak_flops=job_peak_flops(dist.world_size), every_s=args.stream_every_s,
                            progress_every_s=args.progress_every_s)  # fmt: skip
     first_step, train_seconds = step, 0.0
+    profiler = StepProfiler.from_env(None if args.compile_only else args.output_uri, dist.rank)
 
     def report(logged: tuple[int, torch.Tensor], epoch: int) -> None:
         loss = round(float(runtime.to_cpu(logged[1])), 5)
@@ -186,12 +188,14 @@ def train(args: argparse.Namespace) -> dict[str, object]:
                     if logged is not None:  # read after the graph that computed it ran: a transfer, no new graph
                         report(logged, epoch)
                         logged = None
+                    profiler.before_step(step + 1)
                     optimizer.zero_grad()
                     loss = F.nll_loss(model(x), y)
                     loss.backward()
                     dist.all_reduce_gradients(params, runtime)
                     optimizer.step()
                     step += 1
+                    profiler.after_step(step)
                     if step % args.log_every == 0:
                         logged = (step, loss.detach())
                     if args.max_steps and step >= args.max_steps:
@@ -216,6 +220,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
             if done:
                 break
     train_seconds += shuffled.waited_s  # a later epoch's gather that outlasted the epoch before it
+    profiler.close()  # a run that ended inside the profiled steps still writes them
 
     samples = (step - first_step) * args.batch_size * dist.world_size
     accuracy = evaluate(model, test_x, test_y, runtime, args.eval_batch_size, max_batches=2 if args.compile_only else 0)

@@ -198,6 +198,17 @@
     return [el("ul", { class: "notes", "data-testid": "stream-notes" }, stream.notes.map((n) => el("li", {}, n)))];
   }
 
+  /* The run's profile traces (profile_steps), each a download of api/runs/<dag>/<run>/profile/<name>. */
+  function profileLinks(detail) {
+    const names = (detail.stream && detail.stream.profiles) || [];
+    if (!names.length) return [];
+    const run = detail.run;
+    const base = "api/runs/" + encodeURIComponent(run.dag_id) + "/" + encodeURIComponent(run.run_id) + "/profile/";
+    const query = "?task_id=" + encodeURIComponent(run.task_id) + "&map_index=" + encodeURIComponent(run.map_index);
+    const links = names.flatMap((name, i) => [i ? ", " : "", el("a", { href: base + encodeURIComponent(name) + query, download: name }, name)]);
+    return [el("p", { class: "profiles", "data-testid": "profiles" }, ["Profile traces (Perfetto, chrome://tracing): ", ...links])];
+  }
+
   /* How to get curves, as the server words it (detail.help), with its example and where the docs say more. */
   function helpSection(help) {
     const docs = help.docs_url ? el("a", { href: help.docs_url, target: "_blank", rel: "noopener" }, help.docs) : help.docs;
@@ -221,6 +232,7 @@
     const run = detail.run;
     const parts = [el("h2", {}, run.dag_id + " \u00b7 " + run.task_id), summary(run, detail.series, detail.stream)];
     parts.push(...streamNotes(detail.stream));
+    parts.push(...profileLinks(detail));
     if (detail.series) {
       if (detail.stream.progress) parts.push(el("p", { "data-testid": "progress" }, detail.stream.progress));
       parts.push(runCharts(detail));

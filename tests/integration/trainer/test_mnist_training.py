@@ -8,6 +8,7 @@ import pytest
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
+from trainium_trainer import boundary
 from trainium_trainer.common.errors import EXIT_BAD_INPUT
 from trainium_trainer.mnist_mlp.prepare import prepare
 
@@ -21,13 +22,15 @@ def digits(tmp_path_factory) -> str:
     return uri
 
 
-def run_trainer(tmp_path: Path, data_uri: str, runtime: str, ranks: int, *extra: str, out: str = "out") -> dict:
+def run_trainer(
+    tmp_path: Path, data_uri: str, runtime: str, ranks: int, *extra: str, out: str = "out", env: dict | None = None
+) -> dict:
     output = (tmp_path / out).as_uri()
     spec = JobSpec(
         name="mnist",
         entry_point="trainium_trainer.mnist_mlp.train",
         args=("--data-uri", data_uri, *ARGS, *extra),
-        env={"TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU"},
+        env={"TRAINIUM_RUNTIME": runtime, "PJRT_DEVICE": "CPU", **(env or {})},
         processes_per_node=ranks,
         output_uri=output,
     )
@@ -54,8 +57,12 @@ def assert_trained(out: Path, metrics: dict, runtime: str, ranks: int) -> None:
 
 @pytest.mark.slow
 def test_eager_single_process_trains_to_ninety_percent(tmp_path, digits):
-    """The one eager path; the DAG's own path (XLA, 2 ranks, warm cache) is the next test."""
-    assert_trained(tmp_path / "out", run_trainer(tmp_path, digits, "eager", 1), "eager", 1)
+    """The one eager path; the DAG's own path (XLA, 2 ranks, warm cache) is the next test. Steps 3-4 profiled
+    (``profile_steps``): the trace the Trainium view links."""
+    profiled = {boundary.ENV_PROFILE_STEPS: "3:4"}
+    assert_trained(tmp_path / "out", run_trainer(tmp_path, digits, "eager", 1, env=profiled), "eager", 1)
+    trace = json.loads((tmp_path / "out" / boundary.PROFILE_DIR / boundary.profile_trace_name(0)).read_text())
+    assert any(event.get("name") == "aten::nll_loss_forward" for event in trace["traceEvents"])
 
 
 @pytest.mark.slow

@@ -155,3 +155,15 @@ def test_metric_patterns_reach_the_launcher_only_when_they_can_make_records():
         with pytest.raises(JobSpecError):
             op.metric_patterns_env()
             pytest.fail(f"{why} was accepted")
+
+
+def test_profile_steps_reach_the_trainer_as_first_last_and_bad_ones_fail_first():
+    from airflow_provider_trainium.neuron.spec import JobSpecError
+    from trainium_trainer import boundary
+
+    profiled = TrainiumJobOperator(task_id="p", entry_point="trainium_trainer.mnist_mlp.train", profile_steps=(3, 4))
+    assert profiled.profile_env() == {boundary.ENV_PROFILE_STEPS: "3:4"}
+    assert TrainiumJobOperator(task_id="plain", script="train.py").profile_env() == {}
+    for bad in [(4, 3), (0, 2), (1, 2, 3), "3:4", (1.0, 2), (True, 2)]:
+        with pytest.raises(JobSpecError, match="profile"):
+            TrainiumJobOperator(task_id="b", script="t.py", profile_steps=bad).profile_env()  # type: ignore[arg-type]

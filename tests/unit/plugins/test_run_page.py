@@ -51,3 +51,28 @@ def test_a_malformed_record_is_a_note_on_its_page_and_on_later_versions(client, 
     (previous,) = later.json()["previous"]
     assert previous["run"]["run_id"] == "r1" and previous["series"]["loss"]["x"] == [1, 3, 4]
     assert later.json()["series"]["loss"]["x"] == [1, 2] and later.json()["stream"]["notes"] == []
+
+
+def test_a_runs_profile_traces_are_linked_and_served_to_its_readers_only(client, auth_manager, rows, tmp_path,
+                                                                        monkeypatch):  # fmt: skip
+    root = (tmp_path / "root").as_uri()
+    set_trainium_connection(monkeypatch, artifact_root=root)
+    dag_id = rows.dag("profiled", "red")
+    registered(rows, dag_id, "r1", 1)
+    write_stream(root, dag_id, "r1", [train(1)])
+    # what trainium_trainer.common.profile writes (its own test: tests/integration/trainer/test_mnist_training.py)
+    profile = Path(run_output_prefix(root, dag_id, "r1", "train").removeprefix("file://")) / "profile"
+    profile.mkdir()
+    (profile / "trace-rank0.json").write_text(json.dumps({"traceEvents": [{"name": "aten::ones", "ph": "X"}]}))
+    (profile / "notes.txt").write_text("not a trace")
+    admin = login(auth_manager, "admin", "admin")
+
+    page = client.get(f"/api/runs/{dag_id}/r1", headers=admin).json()
+    assert page["stream"]["profiles"] == ["trace-rank0.json"]
+    trace = client.get(f"/api/runs/{dag_id}/r1/profile/trace-rank0.json?task_id=train", headers=admin)
+    assert trace.status_code == 200 and "attachment" in trace.headers["content-disposition"]
+    assert any(event.get("name") == "aten::ones" for event in trace.json()["traceEvents"])
+    for name in ("notes.txt", "..%2F..%2Fstream%2Ftrain%2F000000.jsonl"):
+        assert client.get(f"/api/runs/{dag_id}/r1/profile/{name}?task_id=train", headers=admin).status_code == 404
+    blue_user = login(auth_manager, "bob", "viewer", [rows.team("blue")])
+    assert client.get(f"/api/runs/{dag_id}/r1/profile/trace-rank0.json", headers=blue_user).status_code == 404

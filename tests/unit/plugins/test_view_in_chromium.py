@@ -24,6 +24,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -123,6 +124,9 @@ def jobs(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
                     track_steps(outputs[task_id], [2.0, 1.4, 1.1, 0.9] if task_id == "decorated" else [3.0, 2.5])
                 elif job["writer"] == "metric_patterns":
                     hf_trainer_lines(outputs[task_id])
+            profiled = Path(outputs["script_job"].removeprefix("file://")) / boundary.PROFILE_DIR
+            profiled.mkdir(parents=True)  # a profile_steps trace (the trainer writes it: test_mnist_training.py)
+            (profiled / boundary.profile_trace_name(0)).write_text('{"traceEvents": []}')
             yield dag_id, outputs
         finally:
             rows.remove()
@@ -209,6 +213,14 @@ def test_each_job_kinds_loss_curve_is_drawn_in_its_task_tab(page, server, jobs, 
     assert evals["eval loss"]["y"], "the eval record was not plotted"
     if task_id == "hf_trainer":  # the Trainer's own log dicts, two train lines of local rank 0
         assert plotted["this run"]["y"] == [4.1636, 4.0101]
+    links = frame.locator("[data-testid=profiles] a")
+    if task_id != "script_job":
+        assert links.count() == 0
+        return
+    assert links.inner_text() == "trace-rank0.json"
+    with page.expect_download() as download:
+        links.click()
+    assert json.loads(Path(download.value.path()).read_text()) == {"traceEvents": []}
 
 
 def test_a_job_without_curves_shows_how_to_get_them(page, server, jobs):
