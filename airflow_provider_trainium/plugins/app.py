@@ -105,9 +105,12 @@ def artifact_settings() -> tuple[str | None, str | None]:
     return config.artifact_root, config.aws_conn_id
 
 
-def run_stream(run: dict[str, Any], root: str | None, aws_conn_id: str | None) -> dict[str, Any]:
+def run_stream(
+    run: dict[str, Any], root: str | None, aws_conn_id: str | None, with_profiles: bool = False
+) -> dict[str, Any]:
     """The run's plotted series (None when it wrote no stream, or it cannot be read), its progress line and what
-    the page notes."""
+    the page notes; ``with_profiles``: its profile traces too (only the shown run's are linked, so the previous
+    versions' folders are not listed)."""
     location = output_location(run, root)
     out: dict[str, Any] = {
         "location": location.uri,
@@ -120,7 +123,8 @@ def run_stream(run: dict[str, Any], root: str | None, aws_conn_id: str | None) -
     if location.uri is None:
         return out
     try:
-        out["profiles"] = profile_traces(location.uri, root or "", aws_conn_id)
+        if with_profiles:
+            out["profiles"] = profile_traces(location.uri, root or "", aws_conn_id)
     except Exception as err:
         log.warning("cannot list the profile traces of %s", location.uri, exc_info=True)
         out["notes"].append(f"cannot list the profile traces: {type(err).__name__}")
@@ -239,7 +243,7 @@ def create_app() -> FastAPI:
                 raise HTTPException(status_code=404, detail=f"no DAG run {dag_id}/{run_id}")
             return no_job(dag_id, run_id)
         root, conn_id = artifact_settings()
-        stream = run_stream(run, root, conn_id)
+        stream = run_stream(run, root, conn_id, with_profiles=True)
         series = stream.pop("series")
         candidates = runs_db.list_job_runs(session, dag_ids, xcom_dag_ids)
         previous = runs_db.previous_versions(run, candidates)[:MAX_COMPARED]
