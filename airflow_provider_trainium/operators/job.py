@@ -5,20 +5,16 @@ instance so a retry attaches to (or skips) the job an earlier try started, and w
 the triggerer (ECS, Batch). This module only sequences one try: prepare (``job_spec``), the pre-submit checks
 (``job_checks``), attach or submit (``compute.attach``), defer or wait (``job_wait``), finish (``job_cost``,
 ``job_finish``); ``job_lineage`` holds its OpenLineage hooks. It never names a backend: it asks the one it resolved
-what it can do (``defers``, ``runs_image``, ``check``, its job environment); what things cost, what a budget allows
-and which images are trusted are the domain modules' (``neuron.budget``, ``neuron.pricing``, ``compute.cost``,
-``compute.budget``, ``neuron.images``).
+what it can do (``defers``, ``runs_image``, ``check``, its job environment).
 
 A DAG file that declares this operator loads none of ``compute/``: the backend table (``backend_table``) gives
-the links at parse time, and each ``compute`` module is imported by the method that runs a job with it. The
-helpers only a running try calls (``job_checks``, ``job_cost``, ``job_finish``, ``prepared_job``) are imported the
-same way, and the names this module exports from them resolve on first use (``_LAZY``).
+the links at parse time, and each ``compute`` module and every helper only a running try calls are imported by the
+method that runs them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import ResumableJobMixin
@@ -30,8 +26,8 @@ from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.operators.defaults import default_deferrable
 from airflow_provider_trainium.operators.job_lineage import JobLineageMixin
-from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT, JobSpecMixin
-from airflow_provider_trainium.operators.job_wait import NO_RESULT, JobWaitMixin, job_trigger, kill_stops_job
+from airflow_provider_trainium.operators.job_spec import JobSpecMixin
+from airflow_provider_trainium.operators.job_wait import DEFER_GRACE, NO_RESULT, JobWaitMixin, job_trigger
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.attach import Attached
@@ -39,36 +35,7 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
     from airflow_provider_trainium.neuron.spec import JobSpec
     from airflow_provider_trainium.operators.job_checks import PreSubmitCheck
-    from airflow_provider_trainium.operators.job_finish import EXIT_BAD_INPUT, failure_message
     from airflow_provider_trainium.operators.prepared_job import PreparedJob
-
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "DEFER_GRACE",
-    "EXIT_BAD_INPUT",
-    "PreSubmitCheck",
-    "PreparedJob",
-    "TrainiumJobOperator",
-    "failure_message",
-]
-
-#: Airflow's defer timeout does not call on_kill; the trigger's own deadline (which stops the job) must
-#: come first, so the defer timeout only backs it up.
-DEFER_GRACE = timedelta(minutes=5)
-
-
-def with_evidence_key(spec: JobSpec, job_name: str) -> JobSpec:
-    """``spec`` with its job's own evidence key in the environment (``registry.seal``), masked in every log.
-
-    Added only where the job is found or submitted, so the key is in no XCom, no deferral and no prepared spec;
-    it is derived again from the job's name, so every try of a task hands the same job the same key."""
-    from airflow_provider_trainium.compute.local.job_secrets import mask
-    from airflow_provider_trainium.registry.seal import job_key
-    from trainium_trainer import boundary
-
-    key = job_key(job_name)
-    mask(key)
-    return spec.with_changes(env={**spec.env, boundary.ENV_EVIDENCE_KEY: key})
 
 
 class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, ResumableJobMixin, BaseOperator):
@@ -260,7 +227,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
 
         backend = self.backend_for(prepared.compute)
         try:
-            spec = with_evidence_key(prepared.spec, prepared.job_name)
+            spec = prepared.spec_with_evidence_key()
             attached = find_or_submit(backend, spec, prepared.job_name, prepared.tags, self.log.info)
         except JobInputError as err:  # what only the platform could tell (a Spot queue, no such queue)
             raise AirflowFailException(str(err)) from err
@@ -326,33 +293,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         """The task's return value: the job's output URI."""
         return spec.output_uri
 
-    def on_kill(self) -> None:
-        """Stop the job only when a person stopped the task (``job_wait.kill_stops_job``); otherwise the next try
-        attaches to it."""
-        if self._backend is None or self._handle is None or self._ti is None:
-            return
-        stop, why = kill_stops_job(self._ti)
-        if not stop:
-            self.log.warning("task killed (%s): job %s keeps running for the next try", why, self._handle.job_id)
-            return
-        self.log.info("task killed (%s): cancelling job %s", why, self._handle.job_id)
-        self._backend.cancel(self._handle, "Airflow task was killed")
-
-
-#: Names this module exports, imported on first use: only a running task needs them, and a DAG file that declares
-#: the operator loads this module while it is parsed.
-_LAZY = {
-    "PreparedJob": "airflow_provider_trainium.operators.prepared_job",
-    "PreSubmitCheck": "airflow_provider_trainium.operators.job_checks",
-    "EXIT_BAD_INPUT": "airflow_provider_trainium.operators.job_finish",
-    "failure_message": "airflow_provider_trainium.operators.job_finish",
-}
-
 
 def __getattr__(name: str) -> Any:
-    """The names in ``_LAZY`` on first use; the former class names (``deprecated_names``)."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    """The former class names (``deprecated_names``), which warn."""
     return deprecated_names.resolve(__name__, name)

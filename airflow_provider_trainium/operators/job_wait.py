@@ -38,6 +38,10 @@ STOPPED_BY_A_PERSON = frozenset({"failed", "success", "skipped", "upstream_faile
 #: may never come (the database is down, or the killed thread held the supervisor channel).
 STATE_QUESTION_TIMEOUT_S = 2.0
 
+#: Airflow's defer timeout does not call ``on_kill``; the trigger's own deadline (which stops the job) must come
+#: first, so the defer timeout (the wait's timeout plus this) only backs it up. The sensor's deferral too.
+DEFER_GRACE = timedelta(minutes=5)
+
 #: The worker-side wait's result before ``poll_until_complete`` has one: for a job an earlier try already finished,
 #: ``get_job_result`` asks ``on_success`` instead.
 NO_RESULT: Any = object()
@@ -133,6 +137,9 @@ class JobWaitMixin:
         log: Any  # BaseOperator's logger (its type differs across the Airflow versions we support)
         _prepared: PreparedJob | None
         _result: Any
+        _backend: ComputeBackend | None
+        _handle: JobHandle | None
+        _ti: Any
 
         def prepare(self, context: Context) -> PreparedJob: ...
         def backend_for(self, compute: str) -> ComputeBackend: ...
@@ -141,6 +148,18 @@ class JobWaitMixin:
         def remember(self, context: Context, handle: JobHandle, log_streams: dict[str, str] | None = None) -> None: ...
         def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any: ...
         def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any: ...
+
+    def on_kill(self) -> None:
+        """Stop the job only when a person stopped the task (``kill_stops_job``); otherwise the next try
+        attaches to it."""
+        if self._backend is None or self._handle is None or self._ti is None:
+            return
+        stop, why = kill_stops_job(self._ti)
+        if not stop:
+            self.log.warning("task killed (%s): job %s keeps running for the next try", why, self._handle.job_id)
+            return
+        self.log.info("task killed (%s): cancelling job %s", why, self._handle.job_id)
+        self._backend.cancel(self._handle, "Airflow task was killed")
 
     # -- not at all -------------------------------------------------------------------------------------
     def submit_only(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> str:

@@ -3,7 +3,7 @@ through a deferral so the try never rebuilds it.
 
 Its own module, apart from ``operators.job_spec`` which builds it, because only a running task makes one: a DAG
 file loads ``job_spec`` (the operator's mixin) while it is parsed and need not build this frozen dataclass.
-``operators.job_spec`` and ``operators.job`` still export it.
+``operators.job_spec`` still exports it.
 """
 
 from __future__ import annotations
@@ -48,3 +48,16 @@ class PreparedJob:
             naming.job_name(ti.dag_id, ti.task_id, ti.run_id, map_index),
             naming.job_tags(ti.dag_id, ti.task_id, ti.run_id, map_index),
         )
+
+    def spec_with_evidence_key(self) -> JobSpec:
+        """The spec with this job's own evidence key in its environment (``registry.seal``), masked in every log.
+
+        Added only where the job is found or submitted, so the key is in no XCom, no deferral and no prepared spec;
+        it is derived again from the job's name, so every try of a task hands the same job the same key."""
+        from airflow_provider_trainium.compute.local.job_secrets import mask
+        from airflow_provider_trainium.registry.seal import job_key
+        from trainium_trainer import boundary
+
+        key = job_key(self.job_name)
+        mask(key)
+        return self.spec.with_changes(env={**self.spec.env, boundary.ENV_EVIDENCE_KEY: key})

@@ -18,6 +18,7 @@ from airflow.sdk import BaseSensorOperator
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.operators.defaults import default_deferrable, wait_options
+from airflow_provider_trainium.operators.job_wait import DEFER_GRACE
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus
 
 DEFAULT_TIMEOUT = timedelta(hours=24)
-DEFER_GRACE = timedelta(minutes=5)
 
 
 class TrainiumJobSensor(BaseSensorOperator):
@@ -148,7 +148,7 @@ class TrainiumJobSensor(BaseSensorOperator):
         from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
         from airflow_provider_trainium.compute.base import JobState
-        from airflow_provider_trainium.operators.job import EXIT_BAD_INPUT, failure_message
+        from airflow_provider_trainium.operators.job_finish import EXIT_BAD_INPUT, failure_message
 
         if status.state is JobState.SUCCEEDED:
             self.log.info("job %s succeeded", handle.job_id)

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_provider_trainium.compute.cloudwatch import cursor_uri
 from airflow_provider_trainium.compute.watch import trigger_from
-from airflow_provider_trainium.operators.job import PreparedJob
+from airflow_provider_trainium.operators.prepared_job import PreparedJob
 from tests.integration.batch.test_operator_batch import TaskInstanceStandIn, context, operator
 
 

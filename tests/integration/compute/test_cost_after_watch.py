@@ -76,7 +76,8 @@ class TaskInstanceStandIn:
 
 
 def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
-    from airflow_provider_trainium.operators.job import PreparedJob, TrainiumJobOperator
+    from airflow_provider_trainium.operators.job import TrainiumJobOperator
+    from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
     spec = batch_spec(nodes=3)
     backend, handle = ended_multi_node_job(batch_env, spec, "job-deferred")

@@ -13,7 +13,8 @@ from airflow_provider_trainium.compute.base import ComputeBackend, JobEvent, Job
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
-from airflow_provider_trainium.operators.job import PreparedJob, TrainiumJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.prepared_job import PreparedJob
 from airflow_provider_trainium.triggers.base import JobWatchTrigger
 from tests.conftest import set_trainium_connection
 

@@ -21,7 +21,8 @@ from airflow.sdk import DAG
 from airflow.sdk.definitions._internal.contextmanager import DagContext
 
 from airflow_provider_trainium.neuron.pricing import PRICES
-from airflow_provider_trainium.operators.job import DEFAULT_TIMEOUT, TrainiumJobOperator
+from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT
 from airflow_provider_trainium.operators.job_checks import (
     check_budget,
     check_neuron_driver,

@@ -38,7 +38,7 @@ def ended(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, exit_code: int, reason
 def test_a_job_that_exited_65_fails_the_sensor_without_retry(monkeypatch, tmp_path):
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    from airflow_provider_trainium.operators.job import EXIT_BAD_INPUT
+    from airflow_provider_trainium.operators.job_finish import EXIT_BAD_INPUT
 
     failed = ended(monkeypatch, tmp_path, EXIT_BAD_INPUT, "node 0 exited with code 65")
     assert isinstance(failed, AirflowFailException)
