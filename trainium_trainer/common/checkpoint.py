@@ -57,9 +57,9 @@ def save_checkpoint(checkpoint_uri: str, step: int, state: dict[str, Any], keep_
     return name
 
 
-def read_pointer(checkpoint_uri: str) -> dict[str, Any] | None:
-    """``latest.json``, checked to name one checkpoint file of this directory by its step; ``None`` if absent."""
-    pointer_uri = uris.join(checkpoint_uri, POINTER)
+def pointer_json(pointer_uri: str) -> dict[str, Any] | None:
+    """The JSON object of a ``latest.json`` (this layout's or the native stack's), ``None`` when there is none yet;
+    anything else is a :class:`CheckpointError` (bad input: a retry would read the same file)."""
     if not uris.exists(pointer_uri):
         return None
     try:
@@ -68,6 +68,15 @@ def read_pointer(checkpoint_uri: str) -> dict[str, Any] | None:
         raise CheckpointError(f"{pointer_uri} is not valid JSON ({err})") from err
     if not isinstance(pointer, dict):
         raise CheckpointError(f"{pointer_uri} must hold a JSON object, got {type(pointer).__name__}")
+    return pointer
+
+
+def read_pointer(checkpoint_uri: str) -> dict[str, Any] | None:
+    """``latest.json``, checked to name one checkpoint file of this directory by its step; ``None`` if absent."""
+    pointer_uri = uris.join(checkpoint_uri, POINTER)
+    pointer = pointer_json(pointer_uri)
+    if pointer is None:
+        return None
     step, name, digest = pointer.get("step"), pointer.get("file"), pointer.get("sha256")
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise CheckpointError(f"{pointer_uri}: 'step' must be a non-negative integer, got {step!r}")

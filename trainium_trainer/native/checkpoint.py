@@ -33,7 +33,7 @@ from torch.distributed.checkpoint.planner import ReadItem
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from trainium_trainer.common import uri as uris
-from trainium_trainer.common.checkpoint import CheckpointError
+from trainium_trainer.common.checkpoint import CheckpointError, pointer_json
 
 if TYPE_CHECKING:
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
@@ -175,13 +175,10 @@ def latest(uri: str | None) -> int | None:
     if not uri:
         return None
     pointer_uri = uris.join(uri, POINTER)
-    if not uris.exists(pointer_uri):
+    pointer = pointer_json(pointer_uri)
+    if pointer is None:
         return None
-    try:
-        pointer = uris.read_json(pointer_uri)
-    except ValueError as err:
-        raise CheckpointError(f"{pointer_uri} is not valid JSON ({err})") from err
-    step = pointer.get("step") if isinstance(pointer, dict) else None
+    step = pointer.get("step")
     if not isinstance(step, int) or isinstance(step, bool) or step < 0 or pointer.get("dir") != checkpoint_dir(step):
         raise CheckpointError(f"{pointer_uri} must be {{'step': N, 'dir': 'step-<N:08d>'}}, got {pointer!r}")
     return step
