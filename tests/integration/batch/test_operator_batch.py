@@ -13,22 +13,19 @@ from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import CallCounter
+from tests.task_instance import TaskInstanceStandIn as SharedTaskInstanceStandIn
 
 
 @dataclass
-class TaskInstanceStandIn:
-    """The few task-instance fields the operator reads, and the XComs it pushes."""
+class TaskInstanceStandIn(SharedTaskInstanceStandIn):
+    """The allreduce smoke task's instance; ``pushed`` is set once the operator pushes its job."""
 
     dag_id: str = "trainium_allreduce_smoke"
     task_id: str = "allreduce"
-    run_id: str = "manual__2026-11-30T00:00:00+00:00"
-    map_index: int = -1
-    stats_tags: dict[str, str] = field(default_factory=dict)
-    xcoms: dict[str, Any] = field(default_factory=dict)
     pushed: threading.Event = field(default_factory=threading.Event)
 
     def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[key] = value
+        super().xcom_push(key, value)
         if key == "job":
             self.pushed.set()
 

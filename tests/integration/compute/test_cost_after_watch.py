@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +26,7 @@ from tests.integration.batch.conftest import IMAGE as BATCH_IMAGE
 from tests.integration.batch.conftest import CallCounter as BatchCallCounter
 from tests.integration.ecs.conftest import IMAGE as ECS_IMAGE
 from tests.integration.ecs.conftest import MOTO_REGION, CallCounter
+from tests.task_instance import TaskInstanceStandIn
 
 TAGS = {"airflow:dag_id": "d", "airflow:task_id": "t", "airflow:run_id": "r1", "airflow:map_index": "-1"}
 
@@ -63,18 +63,6 @@ def test_batch_cost_after_the_worker_side_watch_asks_batch_nothing(batch_env):
     assert 3 * 600 - 6 * 60 <= watched["usd"] / 21.5 * 3600 < 3 * 600 - 6 * 60 + 60
 
 
-@dataclass
-class TaskInstanceStandIn:
-    dag_id: str = "d"
-    task_id: str = "t"
-    run_id: str = "r1"
-    map_index: int = -1
-    xcoms: dict[str, Any] = field(default_factory=dict)
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[key] = value
-
-
 def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
     from airflow_provider_trainium.operators.job import TrainiumJobOperator
     from airflow_provider_trainium.operators.prepared_job import PreparedJob
@@ -88,7 +76,7 @@ def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
         raise AssertionError("no event")
 
     event = json.loads(json.dumps(asyncio.run(event_of(backend.trigger(handle, time.time() + 600)))))  # as stored
-    ti = TaskInstanceStandIn()
+    ti = TaskInstanceStandIn(run_id="r1")
     op = TrainiumJobOperator(task_id="t", entry_point="trainium_trainer.allreduce", compute="batch")
     counter = BatchCallCounter().attach(op.backend_for("batch").hook.client)  # the client execute_complete uses
     op.execute_complete({"ti": ti}, event, prepared=PreparedJob("batch", spec, "job-deferred", TAGS).to_dict())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ from airflow_provider_trainium.compute.watch import watch_kwargs
 from airflow_provider_trainium.triggers.batch import TrainiumBatchJobTrigger
 from airflow_provider_trainium.triggers.ecs import TrainiumEcsTaskTrigger
 from tests.conftest import MOTO_REGION
+from tests.task_instance import TaskInstanceStandIn
 
 GROUP = "/trainium/jobs"
 
@@ -143,22 +143,6 @@ def test_without_a_cursor_location_a_new_trigger_starts_from_the_top(aws_conn_id
     assert seen == ["only line", "only line"]  # what the cursor location prevents
 
 
-@dataclass
-class TaskInstanceStandIn:
-    dag_id: str = "mnist"
-    task_id: str = "train"
-    run_id: str = "manual__2026-11-30T00:00:00+00:00"
-    map_index: int = -1
-    stats_tags: dict[str, str] = field(default_factory=dict)
-    xcoms: dict[str, Any] = field(default_factory=dict)
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[key] = value
-
-    def xcom_pull(self, **_: Any) -> None:
-        return None
-
-
 def job_operator(deferrable: bool) -> Any:
     from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
@@ -176,7 +160,7 @@ def test_a_worker_side_wait_resumes_the_log_where_the_trigger_stopped(ecs_world,
     task_progress({"progression": "manual", "times": 10_000})  # it runs until the test lets it stop
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)
-    ti = TaskInstanceStandIn()
+    ti = TaskInstanceStandIn(dag_id="mnist", task_id="train")
     first_try = job_operator(deferrable=True)
     with pytest.raises(TaskDeferred) as deferred:
         first_try.execute({"ti": ti})

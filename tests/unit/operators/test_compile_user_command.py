@@ -10,7 +10,7 @@ import json
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
 from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
 from tests.conftest import set_trainium_connection
+from tests.task_instance import TaskInstanceStandIn as SharedTaskInstanceStandIn
 from trainium_trainer.launch import build_command
 
 TRIAL_FLAGS = ("--compile-only", "--max-steps")
@@ -28,19 +29,9 @@ NPC = "neuron_parallel_compile"
 
 
 @dataclass
-class TaskInstanceStandIn:
-    dag_id: str = "d"
+class TaskInstanceStandIn(SharedTaskInstanceStandIn):
     task_id: str = "compile"
     run_id: str = "manual__2026-12-01T00:00:00+00:00"
-    map_index: int = -1
-    stats_tags: dict[str, str] = field(default_factory=dict)
-    xcoms: dict[str, Any] = field(default_factory=dict)
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[key] = value
-
-    def xcom_pull(self, **_: Any) -> None:
-        return None
 
 
 @pytest.fixture

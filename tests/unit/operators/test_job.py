@@ -4,7 +4,7 @@ both ways of waiting (deferred, in the worker) get the same watch and price the 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,24 +17,9 @@ from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from airflow_provider_trainium.operators.prepared_job import PreparedJob
 from airflow_provider_trainium.triggers.base import JobWatchTrigger
 from tests.conftest import set_trainium_connection
+from tests.task_instance import TaskInstanceStandIn
 
 HANDLE = JobHandle("local", "job-1", "job", {})
-
-
-@dataclass
-class TaskInstanceStandIn:
-    dag_id: str = "d"
-    task_id: str = "t"
-    run_id: str = "manual__2026-11-30T00:00:00+00:00"
-    map_index: int = -1
-    stats_tags: dict[str, str] = field(default_factory=dict)
-    xcoms: dict[str, Any] = field(default_factory=dict)
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[key] = value
-
-    def xcom_pull(self, **_: Any) -> None:
-        return None
 
 
 def context() -> dict[str, Any]:
