@@ -29,6 +29,7 @@ NOT_FROM_STACK = frozenset(
         "image",
         "image_builder",
         "allowed_input_prefixes",
+        "local_inherited_env",
         "prices",
         "prices_file",
         "capacity_reservations",

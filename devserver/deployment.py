@@ -155,6 +155,8 @@ class Deployment:
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(self.health_port),
             ALLOWED_HOSTS_ENV: ",".join(self.allowed_hosts()),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+            # for the components' own processes: a local job inherits neither (local compute gives an XLA job
+            # PJRT_DEVICE=CPU itself; compute/local/environment.py and docs/security.md say what a job keeps)
             "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU"),
             "TOKENIZERS_PARALLELISM": "false",
             **self.extra_env,

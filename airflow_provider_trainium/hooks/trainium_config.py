@@ -32,6 +32,30 @@ def check_extra(extra: dict[str, Any]) -> None:
         raise ValueError("trainium connection extras are invalid: " + "; ".join(problems))
 
 
+def inherited_env_problem(entry: str) -> str | None:
+    """Why ``local_inherited_env`` may not name ``entry`` (None when it may): a name by the rule for a task's own
+    ``env`` (``neuron.spec.env_name_problem``: nothing that makes the loader, Python or a shell load code, no
+    ``AWS_*``, none of the variables the provider sets), a prefix ``P*`` when it could match a name that rule
+    refuses. A local job inherits what this allows, so the one denylist holds on both ways in."""
+    from airflow_provider_trainium.neuron import spec
+
+    if not entry.endswith("*"):
+        problem = spec.env_name_problem(entry, user=True)
+        return f"local_inherited_env: {problem}" if problem else None
+    prefix = entry[:-1]
+    denied_names = spec.ENV_RESERVED | spec.ENV_DENIED_NAMES | spec.USER_ENV_DENIED_NAMES
+    clashes = sorted(
+        {*(p + "*" for p in spec.USER_ENV_DENIED_PREFIXES if p.startswith(prefix) or prefix.startswith(p)),
+         *(n for n in denied_names if n.startswith(prefix))}
+    )  # fmt: skip
+    if not prefix or clashes:
+        return (
+            f"local_inherited_env: {entry!r} would pass variables a job may not inherit "
+            f"({', '.join(clashes) or 'every variable'}); name the variables one by one"
+        )
+    return None
+
+
 def default_artifact_root() -> str:
     home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
     return Path(home, "trainium").resolve().as_uri()
@@ -62,6 +86,9 @@ class TrainiumConfig:
     image_builder: str | None = None
     #: Prefixes (``s3://bucket/prefix``) a run's ``input_uri``/``base_model`` may read besides the artifact root.
     allowed_input_prefixes: tuple[str, ...] = ()
+    #: Variables of the worker a local-compute job keeps beyond ``compute.local.environment.INHERITED_NAMES``:
+    #: names, or prefixes ending in ``*`` (:func:`inherited_env_problem` says which are refused).
+    local_inherited_env: tuple[str, ...] = ()
     #: Price overrides (see :mod:`~airflow_provider_trainium.neuron.pricing`) and a JSON file of more.
     prices: dict[str, Any] = field(default_factory=dict)
     prices_file: str | None = None
@@ -82,11 +109,14 @@ class TrainiumConfig:
         """The config for a connection's extras, checked against the schema the connection form uses."""
         check_extra(extra)
         values: dict[str, Any] = {k: v for k, v in extra.items() if v not in (None, "")}
-        for name in ("subnets", "security_groups", "allowed_input_prefixes"):
+        for name in ("subnets", "security_groups", "allowed_input_prefixes", "local_inherited_env"):
             if isinstance(values.get(name), str):
                 values[name] = tuple(s.strip() for s in values[name].split(",") if s.strip())
             elif name in values:
                 values[name] = tuple(values[name])
+        problems = [p for p in map(inherited_env_problem, values.get("local_inherited_env", ())) if p]
+        if problems:
+            raise ValueError("trainium connection extras are invalid: " + "; ".join(problems))
         if "prices" in values:
             from airflow_provider_trainium.neuron.pricing import parse_prices
 

@@ -120,6 +120,17 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
             "items": {"type": "string", "pattern": r"^(s3|file)://.+"},
         },
     },
+    "local_inherited_env": {
+        "label": "Local jobs inherit",
+        "description": "Variables of the worker's environment a local-compute job keeps besides PATH, HOME, USER, "
+        "LOGNAME, LANG, LANGUAGE, LC_*, TMPDIR, TZ and VIRTUAL_ENV: names, or prefixes ending in * (a list or "
+        'separated by commas), e.g. ["HF_HOME", "OMP_NUM_THREADS", "XLA_FLAGS"]. Names that load code or '
+        "credentials (LD_*, PYTHON*, AWS_*, BASH_ENV, ENV, GCONV_PATH, ...) and the provider's own are refused.",
+        "schema": {
+            "type": ["array", "string", "null"],
+            "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\*?$"},
+        },
+    },
     "prices": {
         "label": "Instance prices",
         "description": 'USD per instance-hour over the built-in on-demand prices, e.g. {"as_of": "2026-11-20", '

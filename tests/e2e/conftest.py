@@ -170,6 +170,25 @@ def dags_folder(home: Path) -> Path:
     return folder
 
 
+#: The module the e2e DAGs' local jobs run (tests/e2e/dags/trainium_e2e_hold.py).
+JOB_MODULE = "tests.integration.jobs.count_runs"
+
+
+def jobs_importable() -> None:
+    """The e2e DAGs' jobs run the repository's test modules, and local compute gives a job the interpreter's own
+    path, never the worker's ``PYTHONPATH`` (docs/security.md): the repository must be on that path (the editable
+    install of ``make`` puts it there), or every job fails long after the deployment started."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = f"import importlib.util as u; assert u.find_spec({JOB_MODULE!r})"
+    found = subprocess.run([sys.executable, "-c", probe], env=env, cwd="/", capture_output=True, text=True)
+    if found.returncode != 0:
+        pytest.fail(f"{sys.executable} cannot import {JOB_MODULE} without PYTHONPATH (install the repository "
+                    f"editable: pip install -e .):\n{found.stderr[-2000:]}")  # fmt: skip
+
+
 class Lane:
     """The deployment the e2e tests share, started on first use and supervised as ``make airflow`` does (a
     component that dies is started again, in a background thread). A test that fails marks it ``broken``: the
@@ -199,6 +218,7 @@ class Lane:
         return self.supervisor
 
     def _open(self) -> None:
+        jobs_importable()
         if (HOME / "deployment" / "state.json").exists():
             stop_recorded(HOME)  # an earlier session that was killed
         shutil.rmtree(HOME, ignore_errors=True)
@@ -213,7 +233,9 @@ class Lane:
                 # Only the runs a test creates: unpausing the @daily fine-tune DAG must not start today's run.
                 "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
                 "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
-                # the e2e DAGs' stdlib jobs (tests.e2e.jobs) are imported from the repository
+                # the Airflow components import the repository's modules; the DAGs' local jobs get no PYTHONPATH
+                # (local compute passes none on): they import theirs from the interpreter's own path
+                # (jobs_importable)
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
             },
             extra_users={TRIGGER_USER: "user"},

@@ -88,6 +88,7 @@ class LocalBackend(ComputeBackend):
         artifact_root: str | None = None,
         job_role_arn: str | None = None,
         keep_work_folders: bool = False,
+        inherited_env: tuple[str, ...] = (),
     ):
         self.state_dir = Path(state_dir)
         #: keep a succeeded job's working folders (``environment.work_folder``); by default they go once the job
@@ -107,6 +108,8 @@ class LocalBackend(ComputeBackend):
         #: the AWS connection (and region, for ``ssm:<name>``) a job's secret references are read through
         self.secrets_conn_id = secrets_conn_id
         self.region_name = region_name
+        #: the worker's variables a job keeps beyond the built-in allowlist (``local_inherited_env``)
+        self.inherited_env = inherited_env
         self._jobs: dict[str, LocalJob] = {}
         #: secret values read by ``check``, kept in memory only for the ``submit`` of the same references
         self._secret_values: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
@@ -122,6 +125,7 @@ class LocalBackend(ComputeBackend):
             artifact_root=config.artifact_root,
             job_role_arn=config.job_role_arn,
             keep_work_folders=keep_work_folders_setting(),
+            inherited_env=config.local_inherited_env,
         )
 
     def check(self, spec: JobSpec) -> None:
@@ -201,7 +205,7 @@ class LocalBackend(ComputeBackend):
         self, plan: ContainerPlan, job_name: str, index: int, port: int, rank_logs: Path
     ) -> dict[str, str]:
         """The container's environment for node ``index``, plus the local rendezvous and this machine's essentials."""
-        return environment.node_environment(os.environ, plan, job_name, index, port, rank_logs)
+        return environment.node_environment(os.environ, plan, job_name, index, port, rank_logs, self.inherited_env)
 
     def node_argv(self, plan: ContainerPlan) -> list[str]:
         """The container argv, with this machine's interpreter for the image's ``python``."""

@@ -8,7 +8,11 @@ refuses it), so a native path that reached for torch-xla fails the run and leave
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,14 +43,29 @@ sys.meta_path.insert(0, _NoXla())
 
 @pytest.fixture
 def no_xla(tmp_path, monkeypatch) -> Path:
-    """Every process started from here (the launcher passes ``PYTHONPATH`` on) cannot import torch-xla."""
+    """Every process of a local job started from here cannot import torch-xla. Local compute passes a job none of
+    the worker's ``PYTHONPATH``, so the blocker comes the way a platform decides a local job's code: the job's
+    interpreter (``LocalBackend.python``), here a wrapper that sets it for the launcher, which passes its
+    environment on to every rank."""
     site = tmp_path / "no-xla"
     site.mkdir()
     (site / "sitecustomize.py").write_text(BLOCKER)
     log = tmp_path / "xla-imports.log"
-    monkeypatch.setenv("PYTHONPATH", f"{site}:{REPO}")
-    monkeypatch.setenv("XLA_BLOCK_LOG", str(log))
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    python = tmp_path / "python-no-xla"
+    env = {"PYTHONPATH": f"{site}:{REPO}", "XLA_BLOCK_LOG": str(log), "OMP_NUM_THREADS": "1"}
+    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    python.write_text(f'#!/bin/sh\nexport {assignments}\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    init = LocalBackend.__init__
+
+    def on_the_wrapper(self: LocalBackend, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.python = str(python)
+
+    monkeypatch.setattr(LocalBackend, "__init__", on_the_wrapper)
+    blocked = subprocess.run([str(python), "-c", "import torch_xla"], capture_output=True, text=True)
+    assert blocked.returncode != 0 and log.read_text() == "torch_xla\n", blocked.stderr  # the blocker is live
+    log.unlink()
     return log
 
 
