@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.base import JobHandle, JobState
 from airflow_provider_trainium.compute.ecs.backend import EcsBackend, EcsInputError, EcsPlacementError
 from airflow_provider_trainium.compute.naming import job_name, job_tags
 from airflow_provider_trainium.neuron.container_contract import launcher_arguments
@@ -73,54 +75,50 @@ def test_run_registers_the_definition_once_and_starts_the_node_zero_command(ecs_
     assert counter.count("RunTask") == 2
 
 
-def test_a_second_attempt_attaches_to_the_running_task(ecs_world, task_progress):
-    task_progress(NEVER_STOPS)
+def retry_of_a_first_try(
+    ecs_world, task_progress, progression: dict, then: Callable[[EcsBackend, JobHandle, str], None] | None = None
+) -> tuple[EcsBackend, JobHandle]:
+    """A first try submits on a trn1.2xlarge (``then`` does what else it did); a retry, as a fresh worker builds
+    its backend, looks for the try's task: it must find that very task and run none. The retry's backend and
+    what it found."""
+    task_progress(progression)
     ecs_world.add_instance("trn1.2xlarge")
     first, _ = backend(ecs_world)
     name, tags = ids()
     started = first.submit(spec(), name, tags)
+    if then is not None:
+        then(first, started, name)
 
     retry, counter = backend(ecs_world)
     found = retry.find_existing(name, tags)
 
     assert found is not None and found.job_id == started.job_id
-    assert retry.status(found).state is JobState.RUNNING
     assert counter.count("RunTask") == 0
+    return retry, found
+
+
+def test_a_second_attempt_attaches_to_the_running_task(ecs_world, task_progress):
+    retry, found = retry_of_a_first_try(ecs_world, task_progress, NEVER_STOPS)
+    assert retry.status(found).state is JobState.RUNNING
     assert retry.find_existing(*ids("manual__2026-01-02T00:00:00+00:00")) is None  # other runs are not ours
 
 
 def test_a_second_attempt_finds_a_task_that_already_stopped(ecs_world, task_progress):
     """StopTask sets desiredStatus STOPPED: a RUNNING-only search (the amazon operator's) misses it."""
-    task_progress(NEVER_STOPS)
-    ecs_world.add_instance("trn1.2xlarge")
-    first, _ = backend(ecs_world)
-    name, tags = ids()
-    started = first.submit(spec(), name, tags)
-    first.cancel(started, "finished")
-    running_only = ecs_world.ecs.list_tasks(cluster=ecs_world.cluster, startedBy=name, desiredStatus="RUNNING")
-    assert running_only["taskArns"] == []
 
-    retry, counter = backend(ecs_world)
-    found = retry.find_existing(name, tags)
+    def stopped(first: EcsBackend, started: JobHandle, name: str) -> None:
+        first.cancel(started, "finished")
+        running_only = ecs_world.ecs.list_tasks(cluster=ecs_world.cluster, startedBy=name, desiredStatus="RUNNING")
+        assert running_only["taskArns"] == []
 
-    assert found is not None and found.job_id == started.job_id
+    retry, found = retry_of_a_first_try(ecs_world, task_progress, NEVER_STOPS, then=stopped)
     assert retry.status(found).state.terminal
-    assert counter.count("RunTask") == 0
 
 
 def test_a_task_that_finished_on_its_own_is_found_and_succeeded(ecs_world, task_progress):
-    task_progress({"progression": "immediate"})  # the task has ended by the time anyone looks
-    ecs_world.add_instance("trn1.2xlarge")
-    first, _ = backend(ecs_world)
-    name, tags = ids()
-    started = first.submit(spec(), name, tags)
-
-    retry, counter = backend(ecs_world)
-    found = retry.find_existing(name, tags)
-
-    assert found is not None and found.job_id == started.job_id
+    # the task has ended by the time anyone looks
+    retry, found = retry_of_a_first_try(ecs_world, task_progress, {"progression": "immediate"})
     assert retry.status(found).state is JobState.SUCCEEDED
-    assert counter.count("RunTask") == 0
 
 
 def test_attach_prefers_the_running_task_over_an_earlier_stopped_one(ecs_world, task_progress):
