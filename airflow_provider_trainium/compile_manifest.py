@@ -174,11 +174,16 @@ def verify(
     refused = [*changes.changed, *(() if removed_ok else changes.removed)]
     if refused:
         by = manifest.get("recorded_by") or {}
+        fix = (
+            "Delete the changed entries (or the whole cache), then run the compile task again: a trial reuses any "
+            "entry it finds, so rerunning it over a changed one would keep it"
+            if changes.changed
+            else "Run the compile task again: its trial compiles what is missing"
+        )
         raise CompileCacheChanged(
             f"compile cache {artifacts.normalize(cache_uri)}: {describe(changes, removed_ok)} since "
             f"{by.get('dag_id')}/{by.get('run_id')}/{by.get('task_id')} recorded it at {by.get('at')}; a job would "
-            "load what it was not compiled from. Delete those entries (or the whole cache), then run the compile "
-            "task again: a trial reuses any entry it finds, so rerunning it over a changed entry would keep it"
+            f"load what it was not compiled from, or compile on paid instances what it was. {fix}"
         )
     return manifest, changes
 

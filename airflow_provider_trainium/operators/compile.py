@@ -22,8 +22,11 @@ key also covers the command and the code bundle, and leaves the named step argum
 no ``metrics.json`` (unless it puts one in its output folder): the key is recorded without metrics.
 
 After a successful trial the operator records the cache key (compiler version, flags, graph-shaping
-arguments, layout; see :mod:`airflow_provider_trainium.neuron.compile_key`) next to the cache, and a
-later run with the same key skips the trial (``skip_if_cached``).
+arguments, layout; see :mod:`airflow_provider_trainium.neuron.compile_key`) next to the cache, and the cache's
+entries with that key in the cache's manifest, where only Airflow writes (``compile_manifest``). A later run with
+the same key skips the trial (``skip_if_cached``) only when the manifest names the key and no entry changed or
+went missing since: a key record alone is a claim any job could have written. A changed entry fails the task (a
+trial would reuse it); a missing one the trial compiles again.
 
 The key's rules (``neuron.compile_key``), the job spec and the artifact helpers are imported by the methods that
 use them when a task runs: a DAG file that declares a compile task loads the operator class only.
@@ -31,7 +34,6 @@ use them when a task runs: a DAG file that declares a compile task loads the ope
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -83,12 +85,10 @@ def read_key_record(compile_cache_uri: str, key: str, aws_conn_id: str | None = 
 
 
 def write_key_record(compile_cache_uri: str, key: str, record: Mapping[str, Any], aws_conn_id: str | None) -> None:
-    from airflow_provider_trainium import artifacts
+    from airflow_provider_trainium.compile_manifest import write_json
     from airflow_provider_trainium.neuron.compile_key import key_record_uri
 
-    path = artifacts.open_path(key_record_uri(compile_cache_uri, key), aws_conn_id=aws_conn_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    write_json(key_record_uri(compile_cache_uri, key), record, aws_conn_id)
 
 
 class TrainiumCompileOperator(TrainiumTrainingOperator):
@@ -112,6 +112,8 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
     """
 
     template_fields: Sequence[str] = (*TrainiumTrainingOperator.template_fields, "compiler_version", "cache_key_extra")
+    #: the trial compiles a removed entry again; a changed one it would reuse, so that is still refused
+    removed_cache_entries_ok = True
 
     def __init__(
         self,
@@ -228,16 +230,13 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
     def _cache(self, spec: JobSpec) -> str:
         return spec.env[boundary.ENV_COMPILE_CACHE_URI]
 
-    def _aws_conn(self, cache: str) -> str | None:
-        return self.config().aws_conn_id if cache.startswith("s3://") else None
-
     def execute(self, context: Context) -> Any:
-        prepared = self.prepare(context)
+        prepared = self.prepare(context)  # its checks refused a cache with a changed entry
         if self.skip_if_cached:
             cache = self._cache(prepared.spec)
             key, _ = self.key_for(prepared.spec, self.backend_for(prepared.compute))
-            record = read_key_record(cache, key, self._aws_conn(cache))
-            if record is not None:
+            record = read_key_record(cache, key, self.artifact_conn())
+            if record is not None and self.cache_still_holds(cache, key):
                 self.log.info(
                     "compile cache %s already holds key %s (compiled by %s/%s on %s): skipping the trial",
                     cache,
@@ -250,6 +249,25 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
                 self._compiled = {"uri": cache, "key": key, "skipped": True}
                 return {"compile_cache_uri": cache, "cache_key": key, "skipped": True, **record.get("metrics", {})}
         return super().execute(context)
+
+    def unrecorded_cache(self, cache: str) -> None:
+        self.log.info("compile cache %s has no manifest yet: this trial records one", cache)
+
+    def cache_still_holds(self, cache: str, key: str) -> bool:
+        """Whether the manifest this try's check read names ``key`` and nothing it recorded is missing; else the
+        trial runs (and records the cache again)."""
+        from airflow_provider_trainium import compile_manifest
+
+        manifest = self._cache_manifest
+        if manifest is None or key not in (manifest.get("keys") or {}):
+            self.log.info("compile cache %s: no manifest names key %s, so its key record is not trusted: compiling",
+                          cache, key)  # fmt: skip
+            return False
+        missing = self._cache_changes.removed if self._cache_changes else ()
+        if missing:
+            self.log.info("compile cache %s: %d recorded entr(ies) missing (%s): compiling again", cache, len(missing),
+                          ", ".join(missing[: compile_manifest.NAMED]))  # fmt: skip
+        return not missing
 
     def trial_metrics(self, context: Context, spec: JobSpec) -> dict[str, Any]:
         """The trial's metrics: the trainer's ``metrics.json``; a user's program usually writes none, which is
@@ -278,7 +296,14 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
             "task_id": ti.task_id,
             "created": datetime.now(UTC).isoformat(),
         }
-        write_key_record(cache, key, record, self._aws_conn(cache))
+        from airflow_provider_trainium import compile_manifest
+
+        conn = self.artifact_conn()
+        compile_manifest.record(
+            self.config().artifact_root, cache, self.recorded_by(context), key=key, aws_conn_id=conn
+        )
+        self._cache_recorded = True
+        write_key_record(cache, key, record, conn)
         self.log.info("recorded compile cache key %s at %s", key, key_record_uri(cache, key))
         self._compiled = {"uri": cache, "key": key, "skipped": False}
         return {"compile_cache_uri": cache, "cache_key": key, "skipped": False, **metrics}

@@ -1,5 +1,8 @@
 """``TrainiumTrainingOperator``: a distributed training job whose metrics come back to Airflow.
 
+A job with a compile cache is checked against the cache's manifest before it is submitted, and the cache is recorded
+again once the job ended (``compile_manifest``): its entries are code the job loads, and every job may write them.
+
 The artifact helpers and the job spec are imported where a task runs: DAG files load this module while parsed.
 """
 
@@ -12,11 +15,15 @@ from airflow.sdk import Context
 
 from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
-    from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle
+    from airflow_provider_trainium.compile_manifest import CacheChanges
+    from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobStatus
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
     from airflow_provider_trainium.neuron.spec import JobSpec
+    from airflow_provider_trainium.operators.job_checks import PreSubmitCheck
+    from airflow_provider_trainium.operators.prepared_job import PreparedJob
 
 
 class TrainiumTrainingOperator(TrainiumJobOperator):
@@ -47,6 +54,80 @@ class TrainiumTrainingOperator(TrainiumJobOperator):
         self.mlflow_tracking_uri = mlflow_tracking_uri
         self.mlflow_experiment = mlflow_experiment
         self.tensorboard_logdir = tensorboard_logdir
+        #: the cache's manifest as this try's check found it (None: no cache, or none recorded)
+        self._cache_manifest: dict[str, Any] | None = None
+        self._cache_changes: CacheChanges | None = None
+        #: whether this try recorded the cache already (a compile task does, with its key)
+        self._cache_recorded = False
+
+    def pre_execute(self, context: Any) -> None:
+        self._cache_manifest, self._cache_changes, self._cache_recorded = None, None, False
+        super().pre_execute(context)
+
+    # -- the compile cache: checked before the job, recorded after it ------------------------------------
+    #: A training run would compile a removed entry again at run time, on paid instances: refused (a compile
+    #: trial accepts it, compiling is what it is for).
+    removed_cache_entries_ok = False
+
+    def pre_submit_checks(self) -> list[PreSubmitCheck]:
+        """The job's checks, then the compile cache's against its manifest."""
+        return [*super().pre_submit_checks(), self.check_compile_cache]
+
+    def artifact_conn(self) -> str:
+        """The AWS connection the cache, its key records and its manifest are read with on S3 (the trainium
+        connection's; ``file://`` ignores it)."""
+        return self.config().aws_conn_id
+
+    def recorded_by(self, context: Context) -> dict[str, Any]:
+        ti = context["ti"]
+        return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id}
+
+    def check_compile_cache(self, context: Context, prepared: PreparedJob, backend: ComputeBackend) -> None:
+        """Refuse the job when an entry of its cache changed (or went missing) since Airflow recorded the cache
+        (``compile_manifest.verify`` raises ``CompileCacheChanged``, a ValueError: no retries)."""
+        cache = prepared.spec.env.get(boundary.ENV_COMPILE_CACHE_URI)
+        if not cache:
+            return
+        from airflow_provider_trainium import compile_manifest
+
+        manifest, changes = compile_manifest.verify(
+            self.config().artifact_root, cache, self.artifact_conn(), removed_ok=self.removed_cache_entries_ok
+        )
+        self._cache_manifest, self._cache_changes = manifest, changes
+        if manifest is None:
+            self.unrecorded_cache(cache)
+        elif changes.added:
+            self.log.info("compile cache %s: %d entr(ies) added since it was recorded (jobs compile at run time "
+                          "too), allowed: %s", cache, len(changes.added), ", ".join(changes.added[:5]))  # fmt: skip
+
+    def unrecorded_cache(self, cache: str) -> None:
+        """A cache no compile task recorded: a training job uses it unverified."""
+        self.log.warning("compile cache %s has no manifest (no compile task recorded it): its entries are unverified",
+                         cache)  # fmt: skip
+
+    def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
+        """The job's end, then its cache recorded again, whatever the end: the job itself writes the cache (and on
+        local CPU compute rewrites every entry), so the next job is checked against what this one left."""
+        try:
+            return super().finish(context, spec, handle, status)
+        finally:
+            self.refresh_cache_manifest(context, spec)
+
+    def refresh_cache_manifest(self, context: Context, spec: JobSpec) -> None:
+        cache = spec.env.get(boundary.ENV_COMPILE_CACHE_URI)
+        if not cache or self._cache_recorded:
+            return
+        from airflow_provider_trainium import compile_manifest
+
+        try:
+            found = compile_manifest.refresh(
+                self.config().artifact_root, cache, self.recorded_by(context), self.artifact_conn()
+            )
+        except Exception as err:  # the job's own end decides the task; this only warns
+            self.log.warning("compile cache %s could not be recorded again (%s): the next job may find its entries "
+                             "changed", cache, err)  # fmt: skip
+            return
+        self._cache_recorded = found is not None
 
     def build_spec(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> JobSpec:
         spec = super().build_spec(context, config, backend)

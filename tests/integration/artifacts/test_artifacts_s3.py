@@ -55,7 +55,11 @@ def test_training_metrics_use_the_connections_aws_conn_id(s3_root: str) -> None:
 
 
 def test_compile_cache_sensor_uses_the_connections_aws_conn_id(s3_root: str) -> None:
+    from airflow_provider_trainium import compile_manifest
+
     found = TrainiumCompileCacheSensor(task_id="wait", compile_cache_uri=f"{s3_root}/cache", cache_key="abc")
+    assert found.poke({}).is_done is False  # a key record alone: any job could have written it
+    compile_manifest.record(s3_root, f"{s3_root}/cache", {"task_id": "compile"}, key="abc")
     assert found.poke({}).xcom_value == {"key": "abc"}
     waiting = TrainiumCompileCacheSensor(task_id="wait2", compile_cache_uri=f"{s3_root}/cache", cache_key="def")
     assert waiting.poke({}).is_done is False
