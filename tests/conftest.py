@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 #: Under pytest-xdist, the order workers take modules in (tests/xdist_order.py).
-pytest_plugins = ["tests.xdist_order"]
+pytest_plugins = ["tests.xdist_order", "tests.fast_exit"]
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The same throwaway Airflow home `make test` uses, for a bare `pytest` run after `make airflow-home`.
