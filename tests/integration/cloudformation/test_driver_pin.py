@@ -216,24 +216,32 @@ def run_script(templates, which: str, tmp_path: Path, installed: str | None, fla
     return done, log, driver, ecs_config.read_text() if ecs_config.exists() else ""
 
 
+def run_to_the_pin(
+    templates, which: str, tmp_path: Path, installed: str | None, *, check_ecs_config: bool = True
+) -> list[str]:
+    """The ``which`` script on a host with driver ``installed`` (None: none): it must succeed with the pinned
+    driver loaded, the host must not take itself out, and (``check_ecs_config``) the ECS script must have
+    written the agent config that joins the stack's cluster. The stubs' log."""
+    done, log, loaded, ecs_config = run_script(templates, which, tmp_path, installed=installed)
+    assert done.returncode == 0, done.stderr
+    assert loaded == PINNED
+    assert took_itself_out(log) == []
+    if check_ecs_config and which == "ecs":
+        assert "ECS_CLUSTER=trn-cluster" in ecs_config
+    return log
+
+
 @needs_bash
 @pytest.mark.parametrize("which", SCRIPTS)
 def test_a_host_already_on_the_pinned_driver_is_left_alone(templates, which, tmp_path) -> None:
-    done, log, loaded, ecs_config = run_script(templates, which, tmp_path, installed=PINNED)
-    assert done.returncode == 0, done.stderr
-    assert loaded == PINNED
+    log = run_to_the_pin(templates, which, tmp_path, installed=PINNED)
     assert not [line for line in log if line.startswith(("dnf", "modprobe"))], log
-    assert took_itself_out(log) == []
-    if which == "ecs":
-        assert "ECS_CLUSTER=trn-cluster" in ecs_config
 
 
 @needs_bash
 @pytest.mark.parametrize("which", SCRIPTS)
 def test_a_newer_driver_is_replaced_by_the_pinned_one_and_loaded(templates, which, tmp_path) -> None:
-    done, log, loaded, ecs_config = run_script(templates, which, tmp_path, installed=NEWER)
-    assert done.returncode == 0, done.stderr
-    assert loaded == PINNED
+    log = run_to_the_pin(templates, which, tmp_path, installed=NEWER)
     calls = [line for line in log if line.startswith(("rpm -e", "dnf install -y aws-neuronx-dkms", "modprobe"))]
     assert calls == [
         "rpm -e --nodeps aws-neuronx-dkms",
@@ -241,21 +249,15 @@ def test_a_newer_driver_is_replaced_by_the_pinned_one_and_loaded(templates, whic
         "modprobe -r neuron",
         "modprobe neuron",
     ]
-    assert took_itself_out(log) == []
     repo = (tmp_path / "yum.repos.d" / "neuron.repo").read_text()
     assert "baseurl=https://yum.repos.neuron.amazonaws.com\n" in repo and "gpgcheck=1\n" in repo
-    if which == "ecs":
-        assert "ECS_CLUSTER=trn-cluster" in ecs_config
 
 
 @needs_bash
 @pytest.mark.parametrize("which", SCRIPTS)
 def test_a_host_without_a_driver_gets_the_pinned_one(templates, which, tmp_path) -> None:
-    done, log, loaded, _ = run_script(templates, which, tmp_path, installed=None)
-    assert done.returncode == 0, done.stderr
-    assert loaded == PINNED
+    log = run_to_the_pin(templates, which, tmp_path, installed=None, check_ecs_config=False)
     assert not [line for line in log if line.startswith("rpm -e")]
-    assert took_itself_out(log) == []
 
 
 @needs_bash
