@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.unit.trainium_trainer.llama.conftest import trained_tokenizer
 from trainium_trainer.common.errors import BadInputError
 from trainium_trainer.llama.corpus import synthetic_jsonl
 from trainium_trainer.llama.data import load_blocks, pack, prepare, read_index, record_text
@@ -17,10 +18,7 @@ def files(root):
 
 @pytest.fixture(scope="module")
 def tokenizer_uri(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tok")
-    prepare(str(root / "seed"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
-            train_new_tokenizer=True, synthetic_records=300)  # fmt: skip
-    return str(root / "tokenizer.json")
+    return trained_tokenizer(tmp_path_factory.mktemp("tok"), records=300)
 
 
 def test_same_interval_gives_identical_bytes_and_another_day_differs(tmp_path, tokenizer_uri):

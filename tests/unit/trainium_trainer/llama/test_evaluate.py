@@ -3,6 +3,7 @@ fingerprint; a file swapped after the data job is refused by name; a set without
 
 import pytest
 
+from tests.unit.trainium_trainer.llama.conftest import trained_tokenizer
 from trainium_trainer import boundary
 from trainium_trainer.common.errors import BadInputError
 from trainium_trainer.common.holdout import read_holdout
@@ -12,10 +13,7 @@ from trainium_trainer.llama.evaluate import holdout_blocks
 
 @pytest.fixture(scope="module")
 def tokenizer_uri(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tok")
-    prepare(str(root / "seed"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
-            train_new_tokenizer=True, synthetic_records=200)  # fmt: skip
-    return str(root / "tokenizer.json")
+    return trained_tokenizer(tmp_path_factory.mktemp("tok"), records=200)
 
 
 def test_a_sealed_set_is_judged_on_checked_bytes_and_named_by_its_fingerprint(tmp_path, tokenizer_uri):
