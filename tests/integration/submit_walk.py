@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -88,3 +89,16 @@ def record(name: str, walk: Walk) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / f"submit-walk-{name}.json").write_text(json.dumps({"stops": walk.stops, "returns": walk.returns}))
     print(f"{name}: {walk.report()}")
+
+
+def walk_a_whole_try(name: str, op: Any, context: dict[str, Any], client: Callable[[Any], Any], operation: str) -> Walk:
+    """``op``'s try walked from ``execute`` to ``operation`` and recorded as ``name``. One ``prepare`` first
+    reaches the backend whose ``client(backend)`` the walk watches; what it kept (the prepared try, the backend's
+    container plan per spec) is then dropped, so the walk covers the whole try, prepare included."""
+    watched = client(op.backend_for(op.prepare(context).compute))
+    op._prepared = None
+    vars(op._backend).pop("_plans", None)
+    walk = walk_to(watched, operation, lambda: op.execute(context))
+    record(name, walk)
+    assert walk.done and walk.stops[0].endswith("operators.job")
+    return walk
