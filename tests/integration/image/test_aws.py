@@ -115,12 +115,18 @@ def test_ecr_credentials_are_never_logged(
     assert result.built and result.reference == f"{registry.repository}@{result.digest}"
 
 
-def test_codebuild_uploads_the_context_creates_the_project_and_runs_a_build(
-    aws_conn_id: str, app: BuildContext, tmp_path: Path
-) -> None:
+def versioned_artifacts_bucket(aws_conn_id: str) -> Any:
+    """The bucket ``artifacts`` with versioning on, as CodeBuild's context bucket must be; an S3 client."""
     s3 = client(aws_conn_id, "s3")
     s3.create_bucket(Bucket="artifacts")
     s3.put_bucket_versioning(Bucket="artifacts", VersioningConfiguration={"Status": "Enabled"})
+    return s3
+
+
+def test_codebuild_uploads_the_context_creates_the_project_and_runs_a_build(
+    aws_conn_id: str, app: BuildContext, tmp_path: Path
+) -> None:
+    s3 = versioned_artifacts_bucket(aws_conn_id)
     builder = CodeBuildBuilder(
         aws_conn_id=aws_conn_id,
         source_uri="s3://artifacts/image-contexts",
@@ -170,9 +176,7 @@ def test_codebuild_refuses_an_unversioned_context_bucket(aws_conn_id: str, app: 
 def test_codebuild_without_project_or_role_fails_before_starting(
     aws_conn_id: str, app: BuildContext, tmp_path: Path
 ) -> None:
-    s3 = client(aws_conn_id, "s3")
-    s3.create_bucket(Bucket="artifacts")
-    s3.put_bucket_versioning(Bucket="artifacts", VersioningConfiguration={"Status": "Enabled"})
+    versioned_artifacts_bucket(aws_conn_id)
     builder = CodeBuildBuilder(aws_conn_id=aws_conn_id, source_uri="s3://artifacts/ctx", poll_interval=0)
     request = BuildRequest(
         app.stage(tmp_path / "s"), "123456789012.dkr.ecr.us-east-1.amazonaws.com/t:ctx-1", app.digest
