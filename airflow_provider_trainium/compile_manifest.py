@@ -80,11 +80,15 @@ def _file_entries(root: str) -> dict[str, dict[str, Any]]:
             if os.path.islink(path):
                 entries[relative] = {"link": os.readlink(path)}
                 continue
-            digest = hashlib.sha256()
-            with open(path, "rb") as stream:
-                for block in iter(lambda: stream.read(1 << 20), b""):
-                    digest.update(block)
-            entries[relative] = {"sha256": digest.hexdigest(), "size": os.path.getsize(path)}
+            digest, size = hashlib.sha256(), 0
+            try:
+                with open(path, "rb") as stream:
+                    for block in iter(lambda: stream.read(1 << 20), b""):
+                        digest.update(block)
+                        size += len(block)
+            except FileNotFoundError:  # removed while listed (a lock file): not there
+                continue
+            entries[relative] = {"sha256": digest.hexdigest(), "size": size}
     return entries
 
 
@@ -182,8 +186,8 @@ def verify(
         )
         raise CompileCacheChanged(
             f"compile cache {artifacts.normalize(cache_uri)}: {describe(changes, removed_ok)} since "
-            f"{by.get('dag_id')}/{by.get('run_id')}/{by.get('task_id')} recorded it at {by.get('at')}; a job would "
-            f"load what it was not compiled from, or compile on paid instances what it was. {fix}"
+            f"{by.get('dag_id')}/{by.get('run_id')}/{by.get('task_id')} recorded it at {by.get('at')}: a job would "
+            f"load compiled code other than what Airflow recorded, or compile it again on paid instances. {fix}"
         )
     return manifest, changes
 
