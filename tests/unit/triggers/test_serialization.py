@@ -95,6 +95,18 @@ def through_base_serialization(classpath: str, kwargs: dict[str, Any]) -> tuple[
     return classpath, BaseSerialization.deserialize(BaseSerialization.serialize(kwargs))
 
 
+#: Both ways a stored trigger row is read back.
+each_store = pytest.mark.parametrize("store", [through_trigger_row, through_base_serialization])
+each_watch_trigger = pytest.mark.parametrize("cls", list(WATCHES), ids=lambda c: c.__name__)
+
+
+def assert_no_default(given: dict[str, Any], defaults: dict[str, Any], every: str) -> None:
+    """A case names every field (``every`` says which, if not) and none at its default: a dropped field shows."""
+    assert set(given) == set(defaults), every
+    for name, default in defaults.items():
+        assert given[name] != default, f"{name}: use a value other than the default, or a drop goes unseen"
+
+
 def rebuild(classpath: str, kwargs: dict[str, Any]) -> BaseTrigger:
     module, _, name = classpath.rpartition(".")
     return getattr(importlib.import_module(module), name)(**kwargs)
@@ -104,13 +116,11 @@ def classpath_of(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-@pytest.mark.parametrize("store", [through_trigger_row, through_base_serialization])
-@pytest.mark.parametrize("cls", list(WATCHES), ids=lambda c: c.__name__)
+@each_store
+@each_watch_trigger
 def test_every_watch_field_survives_the_round_trip(cls, store):
     given = WATCHES[cls]
-    assert set(given) == set(watch_fields(cls)), "the case must give every field of the watch loop"
-    for name, default in watch_fields(cls).items():
-        assert given[name] != default, f"{name}: use a value other than the default, or a drop goes unseen"
+    assert_no_default(given, watch_fields(cls), "the case must give every field of the watch loop")
 
     classpath, kwargs = cls(watch=given).serialize()
     assert (classpath, kwargs) == (classpath_of(cls), {"watch": given})
@@ -122,8 +132,8 @@ def test_every_watch_field_survives_the_round_trip(cls, store):
         assert getattr(again.watch(), name) == value, f"{name} did not survive the round trip"
 
 
-@pytest.mark.parametrize("store", [through_trigger_row, through_base_serialization])
-@pytest.mark.parametrize("cls", list(WATCHES), ids=lambda c: c.__name__)
+@each_store
+@each_watch_trigger
 def test_a_row_stored_with_the_fields_as_kwargs_resumes_the_same_watch(cls, store):
     """Before triggers serialized their loop, a row held the loop's fields as the trigger's own kwargs."""
     old_row = WATCHES[cls]
@@ -144,13 +154,12 @@ def test_a_watch_field_reads_through_the_trigger():
         _ = trigger._budget  # the loop's own state is not a field
 
 
-@pytest.mark.parametrize("store", [through_trigger_row, through_base_serialization])
+@each_store
 @pytest.mark.parametrize("cls", list(OTHERS), ids=lambda c: c.__name__)
 def test_every_constructor_argument_survives_the_round_trip(cls, store):
     given = OTHERS[cls]
-    assert set(given) == set(parameters(cls)), "the case must pass every constructor argument"
-    for name, param in parameters(cls).items():
-        assert given[name] != param.default, f"{name}: use a value other than the default, or a drop goes unseen"
+    defaults = {name: param.default for name, param in parameters(cls).items()}
+    assert_no_default(given, defaults, "the case must pass every constructor argument")
 
     classpath, kwargs = cls(**given).serialize()
     assert set(kwargs) == set(given), f"serialize() drops {set(given) - set(kwargs)}"
