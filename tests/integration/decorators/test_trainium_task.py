@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import set_trainium_connection
+from tests.dag_files import import_dag_file
 
 DAG_FILE = """
 import datetime as dt
@@ -44,18 +45,14 @@ with DAG("trainium_function", schedule=None, start_date=dt.datetime(2026, 1, 1))
 
 
 def load_dag(folder: Path, source: str, monkeypatch: pytest.MonkeyPatch):
-    import importlib.util
+    return import_dag_file(folder, "trainium_function", source, "function", monkeypatch).dag
 
-    folder.mkdir(exist_ok=True)
-    path = folder / "trainium_function.py"
-    path.write_text(source)
-    bundle = {"name": "function", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-              "kwargs": {"path": str(folder), "refresh_interval": 0}}  # fmt: skip
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-    spec = importlib.util.spec_from_file_location("trainium_function", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.dag
+
+def failed_run_log(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture) -> str:
+    """What a ``dag.test()`` run of ``source`` printed; the run must have failed."""
+    run = load_dag(tmp_path / "dags", source, monkeypatch).test()
+    assert str(run.state) == "failed"
+    return "".join(capfd.readouterr())
 
 
 @pytest.fixture
@@ -81,10 +78,7 @@ def test_the_function_runs_on_two_ranks_and_rank_0s_value_is_the_xcom(artifacts,
 
 def test_a_failing_rank_fails_the_task_with_its_traceback(artifacts, tmp_path, monkeypatch, capfd):
     source = DAG_FILE.replace('compute="local", retries=0', 'compute="local", retries=0, env={"FAIL_ON_RANK_1": "1"}')
-    dag = load_dag(tmp_path / "dags", source, monkeypatch)
-    run = dag.test()
-    assert str(run.state) == "failed"
-    log = "".join(capfd.readouterr())
+    log = failed_run_log(tmp_path, source, monkeypatch, capfd)
     assert "RuntimeError: rank 1 refuses" in log
     assert "the function raised on rank 1" in log
 
@@ -93,19 +87,13 @@ def test_an_import_the_image_lacks_is_named_and_not_retried(artifacts, tmp_path,
     source = DAG_FILE.replace("import torch\n", "import torch\n        import no_such_package_here\n", 1).replace(
         "retries=0", "retries=3, distributed=False"
     )
-    dag = load_dag(tmp_path / "dags", source, monkeypatch)
-    run = dag.test()
-    assert str(run.state) == "failed"
-    log = "".join(capfd.readouterr())
+    log = failed_run_log(tmp_path, source, monkeypatch, capfd)
     assert "the function imports 'no_such_package_here', which this image does not have" in log
     assert "bad input: not retried" in log
 
 
 def test_an_argument_json_cannot_carry_is_refused_before_any_job(artifacts, tmp_path, monkeypatch, capfd):
     source = DAG_FILE.replace("all_reduce([1, 2, 3], scale=2.0)", "all_reduce({1, 2, 3})")
-    dag = load_dag(tmp_path / "dags", source, monkeypatch)
-    run = dag.test()
-    assert str(run.state) == "failed"
-    log = "".join(capfd.readouterr())
+    log = failed_run_log(tmp_path, source, monkeypatch, capfd)
     assert "argument 0 of all_reduce() is a set, which cannot cross to a Trainium job" in log
     assert not (artifacts / "code").exists()  # nothing was shipped, nothing started

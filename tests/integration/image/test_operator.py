@@ -10,6 +10,7 @@ import pytest
 from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
 from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
 from tests.conftest import set_trainium_connection
+from tests.dag_files import import_dag_file
 from tests.integration.image.conftest import CountingBuilder, LocalRegistry, write_tree
 
 DAG_FILE = """\
@@ -32,24 +33,11 @@ def run_once(monkeypatch: pytest.MonkeyPatch, folder: Path, dag_id: str, builder
     dag.test() needs the DAG in a bundle, so the DAG lives in a file of a temporary bundle; the
     in-memory task then gets the counting builder (dag.test runs the task objects it was called on).
     """
-    import importlib.util
     import json
 
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{dag_id}.py"
-    path.write_text(DAG_FILE)
-    bundle = {
-        "name": "image-tests",
-        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-        "kwargs": {"path": str(folder), "refresh_interval": 0},
-    }
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
     monkeypatch.setenv("IMAGE_TEST_DAG_ID", dag_id)
     monkeypatch.setenv("IMAGE_TEST_KWARGS", json.dumps(kwargs))
-    spec = importlib.util.spec_from_file_location(f"image_test_{dag_id}", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    dag = module.dag
+    dag = import_dag_file(folder, dag_id, DAG_FILE, "image-tests", monkeypatch, module=f"image_test_{dag_id}").dag
     if builder is not None:
         dag.task_dict["image"].builder = builder
     run = dag.test()

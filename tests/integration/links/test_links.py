@@ -10,6 +10,7 @@ from airflow_provider_trainium.compute.base import JobHandle
 from airflow_provider_trainium.links.batch import batch_job_url, batch_node_log_url
 from airflow_provider_trainium.links.record import LINKS_XCOM_KEY, job_record
 from tests.conftest import set_trainium_connection
+from tests.dag_files import import_dag_file
 
 BATCH = JobHandle(
     "batch",
@@ -60,22 +61,7 @@ with DAG("links_local_run", schedule=None, start_date=dt.datetime(2026, 1, 1),
 
 
 def run_small_dag(folder, monkeypatch):
-    import importlib.util
-    import json
-
-    folder.mkdir()
-    path = folder / "links_local_run.py"
-    path.write_text(DAG_FILE)
-    bundle = {
-        "name": "links-tests",
-        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-        "kwargs": {"path": str(folder), "refresh_interval": 0},
-    }
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-    spec = importlib.util.spec_from_file_location("links_local_run", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.dag.test()
+    return import_dag_file(folder, "links_local_run", DAG_FILE, "links-tests", monkeypatch).dag.test()
 
 
 def test_local_run_logs_no_error_and_every_link_reads_the_record(tmp_path, monkeypatch, capfd, caplog):

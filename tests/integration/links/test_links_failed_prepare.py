@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from tests.conftest import set_trainium_connection
+from tests.dag_files import import_dag_file
 
 DAG_FILE = """
 import datetime as dt
@@ -25,29 +26,10 @@ with DAG("links_bad_input", schedule=None, start_date=dt.datetime(2026, 1, 1),
 CAUSE = "stack 'xla' does not train on trn9 (trn9.huge)"
 
 
-def run_dag(folder, monkeypatch):
-    import importlib.util
-    import json
-
-    folder.mkdir()
-    path = folder / "links_bad_input.py"
-    path.write_text(DAG_FILE)
-    bundle = {
-        "name": "links-bad-input",
-        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-        "kwargs": {"path": str(folder), "refresh_interval": 0},
-    }
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-    spec = importlib.util.spec_from_file_location("links_bad_input", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.dag.test()
-
-
 def test_a_task_failing_in_prepare_logs_its_cause_and_no_xcom_error(tmp_path, monkeypatch, capfd, caplog):
     set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
     caplog.set_level(logging.INFO)
-    run = run_dag(tmp_path / "dags", monkeypatch)
+    run = import_dag_file(tmp_path / "dags", "links_bad_input", DAG_FILE, "links-bad-input", monkeypatch).dag.test()
     out, err = capfd.readouterr()
     logged = (out + err).splitlines() + [f"{r.levelname} {r.getMessage()}" for r in caplog.records]
     assert str(run.state) == "failed", out[-3000:]

@@ -9,13 +9,13 @@ another key, so its trial runs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.dag_files import import_dag_file
 from trainium_trainer.mnist_mlp.prepare import prepare
 
 
@@ -47,17 +47,8 @@ for ranks in (1, 2):
 
 def compile_dags(tmp_path: Path, monkeypatch, data_uri: str, cache_uri: str) -> dict[int, Any]:
     """Two DAGs of one compile task each, 2 ranks and 1, on one cache (``dag.test()`` needs them in a bundle)."""
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    path = folder / "native_compile.py"
-    path.write_text(DAG_FILE.format(data=data_uri, cache=cache_uri))
-    bundle = {"name": "native-compile", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-              "kwargs": {"path": str(folder), "refresh_interval": 0}}  # fmt: skip
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([bundle]))
-    spec = importlib.util.spec_from_file_location("native_compile", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.dags
+    source = DAG_FILE.format(data=data_uri, cache=cache_uri)
+    return import_dag_file(tmp_path / "dags", "native_compile", source, "native-compile", monkeypatch).dags
 
 
 def records(cache: Path) -> dict[str, dict]:
