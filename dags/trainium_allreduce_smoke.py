@@ -20,6 +20,10 @@ from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from airflow_provider_trainium.params import image_param, layout_params
 
 MULTI_NODE_TYPES = sorted(name for name, it in CATALOG.items() if it.multi_node)
+#: Budget ceiling per job (USD): the most this DAG's own limits can bill, 64 nodes (the catalog's most) x
+#: $35.76/h (trn2.48xlarge, the dearest priced type) x the 30 min timeout = $1,144.32, rounded up. Every layout
+#: the form accepts fits it; a run may lower the budget, never raise or clear it.
+MAX_COST_USD_CEILING = 1145
 
 with DAG(
     dag_id="trainium_allreduce_smoke",
@@ -35,6 +39,7 @@ with DAG(
             computes=["auto", "local", "ecs", "batch"],
             compute_description="auto: local without a trainium_default connection, else ECS for one node and "
             "AWS Batch for more",
+            max_cost_usd_ceiling=MAX_COST_USD_CEILING,
         ),
         "bandwidth_mb": Param(16, type="number", minimum=0, maximum=4096, description="timed all-reduce size"),
         "image": image_param(),

@@ -47,6 +47,10 @@ HOLDOUT_RECORDS = 200
 #: Manual and backfill runs register their model but do not move ``latest``: only scheduled runs do.
 PROMOTE_MANUAL_RUNS = False
 PROMOTE_BACKFILL_RUNS = False
+#: Budget ceiling per job (USD): the most this DAG's own limits can bill, 64 nodes (the catalog's most) x
+#: $35.76/h (trn2.48xlarge, the dearest priced type) x the 12 h training timeout = $27,463.68, rounded up.
+#: Every layout the form accepts fits it; a run may lower the budget, never raise or clear it.
+MAX_COST_USD_CEILING = 27_464
 
 
 LAYOUT = kit.job_layout(workload="llm", env=RUNTIME_ENV)
@@ -143,7 +147,7 @@ with DAG(
     tags=["trainium", "llama"],
     **kit.dag_args(),
     params={
-        **layout_params(),
+        **layout_params(max_cost_usd_ceiling=MAX_COST_USD_CEILING),
         "tensor_parallel_size": tensor_parallel_param(),
         "base_model": Param(
             "llama-pretrain@latest",

@@ -43,6 +43,10 @@ IMAGE = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
 MIN_IMPROVEMENT_OVER_UNTRAINED = 0.5
 #: This DAG runs only when triggered; its author lets such runs move ``latest`` once they pass the gate.
 PROMOTE_MANUAL_RUNS = True
+#: Budget ceiling per job (USD): the most this DAG's own limits can bill, 64 nodes (the catalog's most) x
+#: $35.76/h (trn2.48xlarge, the dearest priced type) x the 48 h training timeout = $109,854.72, rounded up.
+#: Every layout the form accepts fits it; a run may lower the budget, never raise or clear it.
+MAX_COST_USD_CEILING = 109_855
 
 
 LAYOUT = kit.job_layout(IMAGE, workload="llm", env=RUNTIME_ENV)
@@ -80,7 +84,7 @@ with DAG(
     tags=["trainium", "llama"],
     **kit.dag_args(),
     params={
-        **layout_params(),
+        **layout_params(max_cost_usd_ceiling=MAX_COST_USD_CEILING),
         "tensor_parallel_size": tensor_parallel_param(),
         "preset": Param("tiny", enum=PRESETS),
         **training_params(max_steps=60, batch_size=8, learning_rate=3e-3, checkpoint_every=20),

@@ -27,6 +27,10 @@ from airflow_provider_trainium.params import image_param, layout_params
 MIN_ACCURACY = 0.9
 #: This DAG runs only when triggered; its author lets such runs move ``latest`` once they pass the gate.
 PROMOTE_MANUAL_RUNS = True
+#: Budget ceiling per job (USD): the most this DAG's own limits can bill, 64 nodes (the catalog's most) x
+#: $35.76/h (trn2.48xlarge, the dearest priced type) x the 2 h training timeout = $4,577.28, rounded up.
+#: Every layout the form accepts fits it; a run may lower the budget, never raise or clear it.
+MAX_COST_USD_CEILING = 4578
 
 #: Each task's output as this run's layout puts it (never an XCom alone: an edited one fails the task).
 DATA_URI = output_of("prepare_data")
@@ -41,7 +45,7 @@ with DAG(
     tags=["trainium", "example"],
     **dag_args(),
     params={
-        **layout_params(),
+        **layout_params(max_cost_usd_ceiling=MAX_COST_USD_CEILING),
         "epochs": Param(5, type="integer", minimum=1, maximum=100),
         "batch_size": Param(32, type="integer", minimum=1, maximum=4096, description="per NeuronCore"),
         "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=10),

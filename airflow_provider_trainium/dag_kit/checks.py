@@ -23,8 +23,10 @@ def check_run(
     inputs: Iterable[str] = (),
     trainium_conn_id: str = DEFAULT_CONN_ID,
     only_stack: str | None = None,
+    dag: Any = None,
 ) -> TrainiumConfig:
-    """Fail the task (no retry) for an untrusted ``image``, an input param outside the allowed prefixes, a
+    """Fail the task (no retry) for a ``max_cost_usd`` above ``dag``'s budget ceiling or unset under one
+    (``budget_problem``), an untrusted ``image``, an input param outside the allowed prefixes, a
     layout the instance type cannot hold (``tensor_parallel_size`` counts when the DAG has it), a ``stack`` the
     instance family cannot train (or, with ``only_stack``, any other stack than the one the entry point runs
     on), or any error of ``airflow trainium preflight`` for the layout (its AWS checks run only for remote
@@ -35,6 +37,9 @@ def check_run(
     from airflow_provider_trainium.neuron.releases import resolve_stack
     from airflow_provider_trainium.neuron.spec import check_layout
 
+    over_budget = budget_problem(params, dag)
+    if over_budget:
+        raise AirflowFailException(over_budget)
     config = trainium_config(trainium_conn_id)
     check_image_param(params.get("image"), config)
     for name in inputs:
@@ -59,6 +64,28 @@ def check_run(
         raise AirflowFailException(local_problem)
     preflight(config, params)
     return config
+
+
+def budget_problem(params: Mapping[str, Any], dag: Any) -> str | None:
+    """Why the run's ``max_cost_usd`` breaks the ceiling ``dag``'s author set (``budget_params``): above it, or
+    unset while one exists. The form refuses both; this refuses a conf that reached the run another way, in the
+    first task, so no paid job starts (the job operator caps the budget again before each submit). The ceiling
+    is read from the DAG's definition (``neuron.budget.dag_budget_ceiling``), never from the run."""
+    from airflow_provider_trainium.neuron.budget import BUDGET_PARAM, budget_usd, capped_budget, dag_budget_ceiling
+
+    ceiling = dag_budget_ceiling(dag)
+    if ceiling is None:
+        return None
+    try:
+        if budget_usd(params.get(BUDGET_PARAM)) is None:
+            return (
+                f"max_cost_usd is unset, but this DAG's ceiling is ${ceiling:.2f}: every run has a budget here; "
+                f"leave the param at its default (${ceiling:.2f}) or give a lower one"
+            )
+        capped_budget(params.get(BUDGET_PARAM), ceiling)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def local_trainer_problem(

@@ -51,6 +51,7 @@ def check_params_task(
             inputs=inputs,
             trainium_conn_id=trainium_conn_id,
             only_stack=only_stack,
+            dag=context.get("dag"),
         )
         if not plan:
             return None
