@@ -85,37 +85,29 @@ def local_root(tmp_path):
 def test_register_emits_asset_event_with_version_and_metrics(backend, trained_dir):
     source, _ = trained_dir("a")
     dag_id = f"registry_asset_{backend.name}"
+    # the one model in the backend's registry, for each of the three tasks
+    model = {"model_name": "mnist-mlp", "artifact_root": backend.root_uri, "aws_conn_id": backend.conn_id}
     with DAG(dag_id, schedule=None, start_date=START, params={"lr": 0.01, "epochs": 2}) as dag:
         register = TrainiumRegisterModelOperator(
             task_id="register",
-            model_name="mnist-mlp",
             source_uri="{{ params.source }}",
-            artifact_root=backend.root_uri,
-            aws_conn_id=backend.conn_id,
             image="repo/trainium@sha256:" + "cd" * 32,
             promote_alias="staging",
             promote_manual_runs=True,
             require_evaluation=False,  # no evaluation in this DAG: the author says so
             params={"source": source},
+            **model,
         )
         promote = TrainiumPromoteModelAliasOperator(
             task_id="promote",
-            model_name="mnist-mlp",
             alias="production",
             version=register.output,
             reason="accuracy above 0.9",
-            artifact_root=backend.root_uri,
-            aws_conn_id=backend.conn_id,
             require_evaluation=False,
+            **model,
         )
         wait = TrainiumRegisteredModelSensor(
-            task_id="wait_production",
-            model_name="mnist-mlp",
-            alias="production",
-            artifact_root=backend.root_uri,
-            aws_conn_id=backend.conn_id,
-            poke_interval=1,
-            timeout=60,
+            task_id="wait_production", alias="production", poke_interval=1, timeout=60, **model
         )
         register >> promote >> wait
     with DAG(f"evaluate_{backend.name}", schedule=[model_asset("mnist-mlp")], start_date=START) as downstream:
