@@ -3,11 +3,15 @@
 ``TrainMetrics`` is the one recorder a trainer calls at a logged step: it builds one train record (the
 stream's format, ``trainium_trainer.boundary``), appends it to the live stream (``stream/train/``, a new chunk per
 flush: nothing is rewritten), logs the progress line from it and keeps it for the summary. At the end,
-``finish`` writes ``metrics.json`` once: the trainer's summary plus ``history``, this process's train records.
+``finish`` writes ``metrics.json`` once: the trainer's summary plus ``history``, this process's train records;
+``mark_done`` then writes ``_SUCCESS`` with the job's hash, by which a rerun of the same job knows it has nothing
+to do (``finished_summary``).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,6 +21,8 @@ from trainium_trainer.common import uri as uris
 from trainium_trainer.common.progress import DEFAULT_EVERY_S as DEFAULT_PROGRESS_EVERY_S
 from trainium_trainer.common.progress import ProgressReporter
 from trainium_trainer.common.stream import DEFAULT_EVERY_S, StreamWriter, eval_record, finite, mfu, train_record
+
+log = logging.getLogger("trainer")
 
 
 class TrainMetrics:
@@ -103,3 +109,28 @@ class TrainMetrics:
         if self.enabled and self.output_uri:
             uris.write_json(uris.join(self.output_uri, boundary.METRICS_FILE), result)
         return result
+
+
+def mark_done(output_uri: str) -> None:
+    """Write ``_SUCCESS``, last, with this job's hash (``TRAINIUM_JOB_HASH``): the output is complete."""
+    uris.write_json(uris.join(output_uri, boundary.SUCCESS_MARKER), {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})
+
+
+def already_done(output_uri: str | None) -> bool:
+    """This exact job (same ``TRAINIUM_JOB_HASH``) already wrote a complete output: a rerun changes nothing."""
+    job_hash = os.environ.get(boundary.ENV_JOB_HASH)
+    marker = uris.join(output_uri, boundary.SUCCESS_MARKER) if output_uri else None
+    if not job_hash or not marker or not uris.exists(marker):
+        return False
+    recorded: str | None = uris.read_json(marker).get("job_hash")
+    return recorded == job_hash
+
+
+def finished_summary(output_uri: str | None) -> dict[str, Any] | None:
+    """The ``metrics.json`` this exact job already wrote (:func:`already_done`), which a rerun returns as its own;
+    None when the job has yet to finish."""
+    if not output_uri or not already_done(output_uri):
+        return None
+    log.info("output %s is already complete for this job; nothing to do", output_uri)
+    done: dict[str, Any] = uris.read_json(uris.join(output_uri, boundary.METRICS_FILE))
+    return done

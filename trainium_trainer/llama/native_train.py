@@ -24,13 +24,12 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from trainium_trainer import boundary
-from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError
-from trainium_trainer.common.metrics import TrainMetrics
+from trainium_trainer.common.metrics import TrainMetrics, finished_summary, mark_done
 from trainium_trainer.common.stream import job_peak_flops
 from trainium_trainer.llama.data import load_blocks, read_index
 from trainium_trainer.llama.hf_checkpoint import HFCheckpoint
-from trainium_trainer.llama.hf_export import save_model, write_tokenizer
+from trainium_trainer.llama.hf_export import save_model
 from trainium_trainer.llama.model import build_config
 from trainium_trainer.llama.presets import flops_per_token
 from trainium_trainer.native import checkpoint as dcp_checkpoint
@@ -101,11 +100,11 @@ def evaluate(model: torch.nn.Module, blocks: Any, device: NativeDevice, batch_si
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
-    from trainium_trainer.llama.train import DataOrder, already_done, lr_lambda  # the XLA path's module: shared pieces
+    # the XLA path's module: shared pieces
+    from trainium_trainer.llama.train import DataOrder, lm_summary, lr_lambda, write_beside_model
 
-    if not args.compile_only and already_done(args.output_uri):
-        log.info("output %s is already complete for this job; nothing to do", args.output_uri)
-        done: dict[str, Any] = uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+    done = None if args.compile_only else finished_summary(args.output_uri)
+    if done is not None:
         return done
     index = read_index(args.data_uri)
     base = HFCheckpoint(args.base_model_uri) if args.base_model_uri else None
@@ -203,18 +202,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "world_size": layout.world_size,
         "data_parallel_size": layout.data_parallel_size,
         "tensor_parallel_size": layout.tensor_parallel_size,
-        "preset": args.preset,
-        "parameters": parameters,
-        "seq_len": seq_len,
-        "batch_size_per_rank": args.batch_size,
-        "steps": step,
-        "resumed_from_step": resumed_from,
-        "final_loss": round(last_loss, 6),
-        "eval_loss": round(eval_loss, 6),
-        "tokens_per_s": round(tokens_per_s, 1),
-        "flops_per_token": per_token,
-        "peak_flops": metrics.peak_flops,
-        "mfu": metrics.mfu(tokens_per_s) if tokens_per_s else None,
+        **lm_summary(metrics, args.preset, parameters, seq_len, args.batch_size, step, resumed_from, last_loss,
+                     eval_loss, tokens_per_s),
         "compiled": bool(args.compile),
         **cache.summary(),
         "compile_cache": inductor_cache_counts() if args.compile and device.type == CPU else None,
@@ -223,7 +212,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         # rank 0's share of the base (fine-tune) or of the seeded initialization (pretraining) it read
         "base_read_fraction": round(base_read.fraction, 6),
         "data_uri": args.data_uri,
-    }
+    }  # fmt: skip
     if base is not None and layout.is_main and not args.compile_only:
         summary["base_model"] = base.fingerprint()
     log.info("summary %s", json.dumps(summary, sort_keys=True))
@@ -238,12 +227,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         if full is not None:
             # a full state dict offloaded to the host holds plain tensors only (no DTensor, no nested state)
             save_model(cast(dict[str, torch.Tensor], full), config, args.output_uri, args.max_shard_bytes)
-            write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
-            lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
-            uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)
+            write_beside_model(args, summary, config.max_position_embeddings)
         metrics.finish(summary)
-        uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
-                        {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
+        mark_done(args.output_uri)
     else:
         metrics.close()
     dist.barrier()  # every rank of the node has compiled: its mirror of a remote compile cache is complete

@@ -36,6 +36,7 @@ import numpy.typing as npt
 import torch
 
 from trainium_trainer import boundary
+from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.checkpoint import (
     CheckpointError,
@@ -49,7 +50,7 @@ from trainium_trainer.common.distributed import Distributed, init_distributed
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.common.feed import device_feed, gather_batches
 from trainium_trainer.common.inputs import check_input
-from trainium_trainer.common.metrics import TrainMetrics
+from trainium_trainer.common.metrics import TrainMetrics, finished_summary, mark_done
 from trainium_trainer.common.stack import selected_stack
 from trainium_trainer.common.stream import add_stream_args, job_peak_flops
 from trainium_trainer.llama import neuron
@@ -216,20 +217,9 @@ def make_autocast(precision: str, runtime: Runtime) -> Any:
     return torch.autocast(device_type="xla" if runtime.is_xla else "cpu", dtype=torch.bfloat16)
 
 
-def already_done(output_uri: str | None) -> bool:
-    """This exact job (same ``TRAINIUM_JOB_HASH``) already wrote a complete output: a rerun changes nothing."""
-    job_hash = os.environ.get(boundary.ENV_JOB_HASH)
-    marker = uris.join(output_uri, boundary.SUCCESS_MARKER) if output_uri else None
-    if not job_hash or not marker or not uris.exists(marker):
-        return False
-    recorded: str | None = uris.read_json(marker).get("job_hash")
-    return recorded == job_hash
-
-
 def train(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.compile_only and already_done(args.output_uri):
-        log.info("output %s is already complete for this job; nothing to do", args.output_uri)
-        done: dict[str, Any] = uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+    done = None if args.compile_only else finished_summary(args.output_uri)
+    if done is not None:
         return done
     index = read_index(args.data_uri)
     runtime = init_runtime(args.compile_cache_uri)
@@ -382,24 +372,15 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     metrics.close()
     cache = runtime.cache_counts()
     tokens_per_s = trained_tokens / train_seconds if train_seconds else 0.0
+    parameters = sum(p.numel() for p in params) * (args.tensor_parallel_size if use_nxd else 1)
     summary: dict[str, Any] = {
         "runtime": runtime.name,
         "neuronx_distributed": use_nxd,
         "world_size": dist.world_size,
         "data_parallel_size": data_world,
         "tensor_parallel_size": args.tensor_parallel_size,
-        "preset": args.preset,
-        "parameters": sum(p.numel() for p in params) * (args.tensor_parallel_size if use_nxd else 1),
-        "seq_len": seq_len,
-        "batch_size_per_rank": args.batch_size,
-        "steps": step,
-        "resumed_from_step": resumed_from,
-        "final_loss": round(last_loss, 6),
-        "eval_loss": round(eval_loss, 6),
-        "tokens_per_s": round(tokens_per_s, 1),
-        "flops_per_token": per_token,
-        "peak_flops": metrics.peak_flops,
-        "mfu": metrics.mfu(tokens_per_s),
+        **lm_summary(metrics, args.preset, parameters, seq_len, args.batch_size, step, resumed_from, last_loss,
+                     eval_loss, tokens_per_s),
         "xla_compilations": runtime.compilations(),
         "xla_train_graphs_run": activity["executed"],
         "xla_train_host_transfers": activity["host_transfers"],
@@ -408,22 +389,56 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "compile_only": args.compile_only,
         "base_model_uri": args.base_model_uri,
         "data_uri": args.data_uri,
-    }
+    }  # fmt: skip
     if base is not None and dist.is_main and not args.compile_only:
         summary["base_model"] = base.fingerprint()  # lineage: flat, so the registry manifest keeps it
     log.info("summary %s", json.dumps(summary, sort_keys=True))
     export_model(args, runtime, dist, model, config, use_nxd)
     if dist.is_main and args.output_uri:
         if not args.compile_only:
-            write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, config.max_position_embeddings)
-            lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
-            uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)
+            write_beside_model(args, summary, config.max_position_embeddings)
         metrics.finish(summary)
-        uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
-                        {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
+        mark_done(args.output_uri)
     dist.barrier()
     dist.close()
     return summary
+
+
+def lm_summary(
+    metrics: TrainMetrics,
+    preset: str,
+    parameters: int,
+    seq_len: int,
+    batch_size: int,
+    steps: int,
+    resumed_from: int | None,
+    last_loss: float,
+    eval_loss: float,
+    tokens_per_s: float,
+) -> dict[str, Any]:
+    """The summary figures every language-model trainer (XLA, native, TorchTitan) reports alike, so the DAGs,
+    the registry and the view read one set of keys; MFU is null where no time was measured."""
+    return {
+        "preset": preset,
+        "parameters": parameters,
+        "seq_len": seq_len,
+        "batch_size_per_rank": batch_size,
+        "steps": steps,
+        "resumed_from_step": resumed_from,
+        "final_loss": round(last_loss, 6),
+        "eval_loss": round(eval_loss, 6),
+        "tokens_per_s": round(tokens_per_s, 1),
+        "flops_per_token": metrics.flops_per_item,
+        "peak_flops": metrics.peak_flops,
+        "mfu": metrics.mfu(tokens_per_s) if tokens_per_s else None,
+    }
+
+
+def write_beside_model(args: argparse.Namespace, summary: dict[str, Any], max_positions: int) -> None:
+    """The tokenizer files and ``lineage.json`` (the base model's fingerprint, the data) next to the weights."""
+    write_tokenizer(args.output_uri, args.data_uri, args.base_model_uri, max_positions)
+    lineage = {"base_model": summary.get("base_model"), "data_uri": args.data_uri}
+    uris.write_json(uris.join(args.output_uri, "lineage.json"), lineage)
 
 
 def export_model(
@@ -534,4 +549,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean_exit.run(main)

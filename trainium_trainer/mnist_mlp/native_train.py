@@ -11,26 +11,26 @@ here imports torch-xla: the native image has none.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from trainium_trainer import boundary
-from trainium_trainer.common import uri as uris
-from trainium_trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
+from trainium_trainer.common.checkpoint import save_checkpoint
 from trainium_trainer.common.device import Runtime, software_versions
-from trainium_trainer.common.metrics import TrainMetrics
-from trainium_trainer.common.stream import job_peak_flops
-from trainium_trainer.mnist_mlp.idx import load_split
-from trainium_trainer.mnist_mlp.model import MLP
-from trainium_trainer.mnist_mlp.train import evaluate, save_model, shard_indices, to_features, total_steps
+from trainium_trainer.mnist_mlp.train import (
+    evaluate,
+    finish,
+    load_data,
+    model_and_optimizer,
+    resume,
+    shard_indices,
+    train_metrics,
+)
 from trainium_trainer.native.compile_cache import configure_compile_cache, inductor_cache_counts
 from trainium_trainer.native.device import CPU, init_device
 from trainium_trainer.native.parallel import init_process_group
@@ -48,30 +48,15 @@ def train(args: argparse.Namespace) -> dict[str, object]:
     log.info("rank %d/%d on %s (%s)", layout.rank, layout.world_size, device.device, device.backend)
     torch.manual_seed(args.seed)
 
-    images, labels = load_split(args.data_uri, "train")
-    test_images, test_labels = load_split(args.data_uri, "t10k")
-    features, targets = to_features(images), torch.from_numpy(labels.astype(np.int64))
-    test_x, test_y = to_features(test_images), torch.from_numpy(test_labels.astype(np.int64))
-
-    model = MLP(in_features=features.shape[1]).to(device.device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, foreach=False)
-    start_epoch, step = 0, 0
-    state = None if args.compile_only else load_latest_checkpoint(args.checkpoint_uri)
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start_epoch, step = state["epoch"] + 1, state["step"]
+    features, targets, test_x, test_y = load_data(args.data_uri)
+    model, optimizer = model_and_optimizer(features.shape[1], device.device, args)
+    start_epoch, step = resume(model, optimizer, args)
     compiled = device.compile(model, args.compile)
     # DDP averages the gradients as the XLA path's all-reduce does (a one-device module: no device ids)
     ddp = DistributedDataParallel(compiled)
     params = list(model.parameters())
 
-    metrics = TrainMetrics(args.output_uri, enabled=layout.is_main, live=not args.compile_only,
-                           total_steps=total_steps(len(targets), args, layout.world_size), start_step=step,
-                           items_per_step=args.batch_size * layout.world_size, unit="samples",
-                           flops_per_item=6.0 * sum(p.numel() for p in params),
-                           peak_flops=job_peak_flops(layout.world_size), every_s=args.stream_every_s,
-                           progress_every_s=args.progress_every_s)  # fmt: skip
+    metrics = train_metrics(args, layout, layout.is_main, len(targets), step, params)
     first_step, train_seconds, done = step, 0.0, False
     for epoch in range(start_epoch, args.epochs):
         t0 = time.perf_counter()
@@ -126,13 +111,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "compile_only": args.compile_only,
         "software": software_versions(),
     }
-    log.info("summary %s", json.dumps(summary, sort_keys=True))
-    if layout.is_main and args.output_uri:
-        if not args.compile_only:
-            save_model(model, runtime, args.output_uri, in_features=features.shape[1])
-        metrics.finish(summary)
-        uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
-                        {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
+    finish(args, summary, metrics, model, runtime, layout.is_main)
     dist.barrier()  # every rank of the node has compiled: its mirror of a remote compile cache is complete
     cache.push()
     dist.destroy_process_group()

@@ -24,13 +24,14 @@ import torch
 import torch.nn.functional as F
 
 from trainium_trainer import boundary
+from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainium_trainer.common.device import Runtime, init_runtime, software_versions
 from trainium_trainer.common.distributed import init_distributed
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.common.feed import EpochBatches, device_feed, feed_kind
-from trainium_trainer.common.metrics import TrainMetrics
+from trainium_trainer.common.metrics import TrainMetrics, mark_done
 from trainium_trainer.common.profile import StepProfiler
 from trainium_trainer.common.stack import selected_stack
 from trainium_trainer.common.stream import add_stream_args, job_peak_flops
@@ -134,36 +135,72 @@ def total_steps(samples: int, args: argparse.Namespace, world_size: int) -> int:
     return min(total, max_steps) if max_steps else total
 
 
+Data = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def load_data(data_uri: str) -> Data:
+    """Train features and labels, then the test split's, on the host (both stacks read the same)."""
+    images, labels = load_split(data_uri, "train")
+    test_images, test_labels = load_split(data_uri, "t10k")
+    features, targets = to_features(images), torch.from_numpy(labels.astype(np.int64))
+    return features, targets, to_features(test_images), torch.from_numpy(test_labels.astype(np.int64))
+
+
+def model_and_optimizer(
+    in_features: int, device: torch.device, args: argparse.Namespace
+) -> tuple[MLP, torch.optim.SGD]:
+    """The MLP on ``device`` and its SGD (both stacks train the same model the same way)."""
+    model = MLP(in_features=in_features).to(device)
+    # foreach=False is what torch picks on the CPU and on XLA anyway; saying so skips re-checking every
+    # parameter's device at each step (2-3% of an eager MNIST step, measured in one process, alternating).
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, foreach=False)
+    return model, optimizer
+
+
+def resume(model: MLP, optimizer: torch.optim.Optimizer, args: argparse.Namespace) -> tuple[int, int]:
+    """(first epoch, step) after loading the newest checkpoint into ``model`` and ``optimizer``; (0, 0) without one
+    or with ``--compile-only``."""
+    state = None if args.compile_only else load_latest_checkpoint(args.checkpoint_uri)
+    if state is None:
+        return 0, 0
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return state["epoch"] + 1, state["step"]
+
+
+def train_metrics(args: argparse.Namespace, ranks: Ranks, is_main: bool, samples: int, step: int,
+                  params: list[torch.nn.Parameter]) -> TrainMetrics:  # fmt: skip
+    """The run's stream and ``metrics.json`` (written by the main rank), counting samples of the whole job."""
+    return TrainMetrics(args.output_uri, enabled=is_main, live=not args.compile_only,
+                        total_steps=total_steps(samples, args, ranks.world_size), start_step=step,
+                        items_per_step=args.batch_size * ranks.world_size, unit="samples",
+                        flops_per_item=6.0 * sum(p.numel() for p in params),  # forward + backward per sample
+                        peak_flops=job_peak_flops(ranks.world_size), every_s=args.stream_every_s,
+                        progress_every_s=args.progress_every_s)  # fmt: skip
+
+
+def finish(args: argparse.Namespace, summary: dict[str, object], metrics: TrainMetrics, model: MLP,
+           runtime: Runtime, is_main: bool) -> None:  # fmt: skip
+    """Log the summary; the main rank writes the model (not on a trial), ``metrics.json`` and ``_SUCCESS`` last."""
+    log.info("summary %s", json.dumps(summary, sort_keys=True))
+    if is_main and args.output_uri:
+        if not args.compile_only:
+            save_model(model, runtime, args.output_uri, in_features=model.fc1.in_features)
+        metrics.finish(summary)
+        mark_done(args.output_uri)
+
+
 def train(args: argparse.Namespace) -> dict[str, object]:
     runtime = init_runtime(args.compile_cache_uri)
     dist = init_distributed(runtime)
     log.info("rank %d/%d on %s (%s)", dist.rank, dist.world_size, runtime.name, runtime.device)
     torch.manual_seed(args.seed)
 
-    images, labels = load_split(args.data_uri, "train")
-    test_images, test_labels = load_split(args.data_uri, "t10k")
-    features, targets = to_features(images), torch.from_numpy(labels.astype(np.int64))
-    test_x, test_y = to_features(test_images), torch.from_numpy(test_labels.astype(np.int64))
-
-    model = MLP(in_features=features.shape[1]).to(runtime.device)
-    # foreach=False is what torch picks on the CPU and on XLA anyway; saying so skips re-checking every
-    # parameter's device at each step (2-3% of an eager MNIST step, measured in one process, alternating).
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, foreach=False)
+    features, targets, test_x, test_y = load_data(args.data_uri)
+    model, optimizer = model_and_optimizer(features.shape[1], runtime.device, args)
     params = list(model.parameters())
-
-    start_epoch, step = 0, 0
-    state = None if args.compile_only else load_latest_checkpoint(args.checkpoint_uri)
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start_epoch, step = state["epoch"] + 1, state["step"]
-
-    metrics = TrainMetrics(args.output_uri, enabled=dist.is_main, live=not args.compile_only,
-                           total_steps=total_steps(len(targets), args, dist.world_size), start_step=step,
-                           items_per_step=args.batch_size * dist.world_size, unit="samples",
-                           flops_per_item=6.0 * sum(p.numel() for p in params),  # forward + backward per sample
-                           peak_flops=job_peak_flops(dist.world_size), every_s=args.stream_every_s,
-                           progress_every_s=args.progress_every_s)  # fmt: skip
+    start_epoch, step = resume(model, optimizer, args)
+    metrics = train_metrics(args, dist, dist.is_main, len(targets), step, params)
     first_step, train_seconds = step, 0.0
     profiler = StepProfiler.from_env(None if args.compile_only else args.output_uri, dist.rank)
 
@@ -247,13 +284,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "compile_only": args.compile_only,
         "software": software_versions(),
     }
-    log.info("summary %s", json.dumps(summary, sort_keys=True))
-    if dist.is_main and args.output_uri:
-        if not args.compile_only:
-            save_model(model, runtime, args.output_uri, in_features=features.shape[1])
-        metrics.finish(summary)
-        uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
-                        {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
+    finish(args, summary, metrics, model, runtime, dist.is_main)
     dist.barrier()
     dist.close()
     return summary
@@ -283,4 +314,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean_exit.run(main)

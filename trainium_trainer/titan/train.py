@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainium_trainer import boundary
-from trainium_trainer.common import mirror
+from trainium_trainer.common import lean_exit, mirror
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.common.inputs import check_input
@@ -184,18 +184,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     import torch.distributed as dist
     from torchtitan.tools.logging import init_logger
 
-    from trainium_trainer.common.metrics import TrainMetrics
+    from trainium_trainer.common.metrics import TrainMetrics, finished_summary, mark_done
     from trainium_trainer.common.stream import job_peak_flops
     from trainium_trainer.llama.data import read_index
     from trainium_trainer.llama.hf_export import write_tokenizer
     from trainium_trainer.llama.presets import flops_per_token
-    from trainium_trainer.llama.train import already_done
+    from trainium_trainer.llama.train import lm_summary
     from trainium_trainer.titan import config as titan_config
     from trainium_trainer.titan import convert, spec
 
-    if already_done(args.output_uri):
-        log.info("output %s is already complete for this job; nothing to do", args.output_uri)
-        done: dict[str, Any] = uris.read_json(uris.join(args.output_uri, boundary.METRICS_FILE))
+    done = finished_summary(args.output_uri)
+    if done is not None:
         return done
     world_size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if world_size % args.tensor_parallel_size:
@@ -257,6 +256,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     write_tokenizer(args.output_uri, args.data_uri, None, hf.max_position_embeddings)
     eval_loss = evaluate(args.output_uri, args.data_uri, args.batch_size, args.eval_batches)
     metrics.eval(step=final_step, loss=eval_loss)
+    parameters = sum(int(t.numel()) for t in convert.read_model_state(step_dir).values())
     summary: dict[str, Any] = {
         "trainer": "torchtitan",
         "torchtitan_version": _version("torchtitan"),
@@ -266,26 +266,15 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "world_size": world_size,
         "data_parallel_size": dp,
         "tensor_parallel_size": args.tensor_parallel_size,
-        "preset": args.flavor,
-        "parameters": sum(int(t.numel()) for t in convert.read_model_state(step_dir).values()),
-        "seq_len": run.seq_len,
-        "batch_size_per_rank": args.batch_size,
-        "steps": final_step,
-        "resumed_from_step": start or None,
-        "final_loss": round(titan.last_loss, 6),
-        "eval_loss": round(eval_loss, 6),
-        "tokens_per_s": round(tokens_per_s, 1),
-        "flops_per_token": metrics.flops_per_item,
-        "peak_flops": metrics.peak_flops,
-        "mfu": metrics.mfu(tokens_per_s) if tokens_per_s else None,
+        **lm_summary(metrics, args.flavor, parameters, run.seq_len, args.batch_size, final_step, start or None,
+                     titan.last_loss, eval_loss, tokens_per_s),
         "job_config": str(config_path),
         "checkpoint": step_dir,
         "data_uri": args.data_uri,
-    }
+    }  # fmt: skip
     log.info("summary %s", json.dumps(summary, sort_keys=True))
     metrics.finish(summary)
-    uris.write_json(uris.join(args.output_uri, boundary.SUCCESS_MARKER),
-                    {"job_hash": os.environ.get(boundary.ENV_JOB_HASH)})  # fmt: skip
+    mark_done(args.output_uri)
     return summary
 
 
@@ -308,4 +297,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean_exit.run(main)
