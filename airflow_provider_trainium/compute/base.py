@@ -150,6 +150,12 @@ class JobInputError(ValueError):
     """
 
 
+def float_options(options: dict[str, Any], **keywords: str) -> dict[str, float]:
+    """The operator ``options`` a backend reads as seconds, as floats under the backend's own keywords
+    (``keyword="option"``); an option the operator leaves unset is left out, so the backend's default holds."""
+    return {keyword: float(options[option]) for keyword, option in keywords.items() if option in options}
+
+
 class ComputeBackend(ABC):
     name: str
     #: Whether the job is waited on by a trigger in the triggerer (else the worker waits with ``wait``).

@@ -19,6 +19,7 @@ from airflow_provider_trainium.compute.base import (
     JobInputError,
     JobState,
     JobStatus,
+    float_options,
 )
 from airflow_provider_trainium.compute.batch import definitions as defs
 from airflow_provider_trainium.compute.batch.status import CANCEL_PREFIX, batch_state, exit_code
@@ -92,12 +93,8 @@ class BatchBackend(WatchedBackend, ComputeBackend):
     @classmethod
     def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> BatchBackend:
         """The operator's ``poll_interval`` and ``log_interval``, where it sets them."""
-        timing: _Timing = {}
-        if "poll_interval" in options:
-            timing["poll_interval"] = float(options["poll_interval"])
-        if "log_interval" in options:
-            timing["log_interval"] = float(options["log_interval"])
-        return cls(config, **timing)
+        timing = float_options(options, poll_interval="poll_interval", log_interval="log_interval")
+        return cls(config, **cast(_Timing, timing))
 
     @cached_property
     def hook(self) -> TrainiumBatchHook:

@@ -22,6 +22,7 @@ from airflow_provider_trainium.compute.base import (
     JobInputError,
     JobState,
     JobStatus,
+    float_options,
 )
 from airflow_provider_trainium.compute.ecs.definitions import (
     MAX_OVERRIDES_CHARS,
@@ -95,11 +96,9 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     @classmethod
     def from_config(cls, config: TrainiumConfig, options: dict[str, Any]) -> EcsBackend:
         """The operator's ``poll_interval`` and ``placement_timeout``, where it sets them."""
-        timing: dict[str, float] = {}
-        if "poll_interval" in options:
-            timing["poll_interval_seconds"] = float(options["poll_interval"])
-        if "placement_timeout" in options:
-            timing["placement_timeout_seconds"] = float(options["placement_timeout"])
+        timing = float_options(
+            options, poll_interval_seconds="poll_interval", placement_timeout_seconds="placement_timeout"
+        )
         return cls(config, **timing)
 
     @cached_property
