@@ -28,17 +28,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "AliasState",
-    "IntegrityError",
-    "InvalidNameError",
-    "ModelRef",
-    "ModelRegistry",
-    "ModelVersion",
-    "NotFoundError",
-    "RegisterResult",
-    "RegistryError",
-    "SourceChangedError",
-    "VerifyReport",
-    "parse_ref",
-]
+__all__ = sorted(_EXPORTS)
