@@ -64,6 +64,23 @@ log = logging.getLogger("trainer")
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
+def add_lm_args(p: argparse.ArgumentParser) -> None:
+    """The run's length, batch, optimizer, schedule, logging and checkpoint settings: every language-model trainer
+    (XLA, native, TorchTitan) takes them alike, with the same defaults."""
+    p.add_argument("--max-steps", type=int, required=True)
+    p.add_argument("--batch-size", type=int, default=8, help="sequences per data-parallel rank")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--min-lr-ratio", type=float, default=0.1)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--max-grad-norm", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--checkpoint-every", type=int, default=0, help="0: only at the end")
+    p.add_argument("--keep-checkpoints", type=int, default=2)
+    p.add_argument("--eval-batches", type=int, default=0, help="0: the whole held-out split")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,18 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_MAX_SHARD_BYTES,
         help="largest output weight file; larger models are split into shards with an index",
     )
-    p.add_argument("--max-steps", type=int, required=True)
-    p.add_argument("--batch-size", type=int, default=8, help="sequences per data-parallel rank")
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--min-lr-ratio", type=float, default=0.1)
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--checkpoint-every", type=int, default=0, help="0: only at the end")
-    p.add_argument("--keep-checkpoints", type=int, default=2)
-    p.add_argument("--eval-batches", type=int, default=0, help="0: the whole held-out split")
+    add_lm_args(p)
     p.add_argument("--precision", choices=PRECISIONS, default="auto", help="auto: bf16 on Neuron, fp32 elsewhere")
     p.add_argument("--tensor-parallel-size", type=int, default=int(env(boundary.ENV_TENSOR_PARALLEL_SIZE, "1")))
     p.add_argument("--zero1", action=argparse.BooleanOptionalAction, default=True)

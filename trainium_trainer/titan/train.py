@@ -34,6 +34,7 @@ log = logging.getLogger("trainer")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from trainium_trainer.llama.train import add_lm_args
     from trainium_trainer.titan.spec import DEBUG_FLAVOR, FLAVORS
 
     env = os.environ.get
@@ -46,19 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="TorchTitan's DCP checkpoints: a folder, or s3:// mirrored per node (default <output>/titan/checkpoint)",
     )
     p.add_argument("--flavor", "--preset", dest="flavor", default=DEBUG_FLAVOR, choices=FLAVORS)
-    p.add_argument("--max-steps", type=int, required=True)
-    p.add_argument("--batch-size", type=int, default=8, help="sequences per data-parallel rank")
+    add_lm_args(p)  # the XLA trainer's: TorchTitan's job config is generated from the same settings
     p.add_argument("--tensor-parallel-size", type=int, default=int(env(boundary.ENV_TENSOR_PARALLEL_SIZE, "1")))
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--min-lr-ratio", type=float, default=0.1)
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--checkpoint-every", type=int, default=0, help="0: only at the end")
-    p.add_argument("--keep-checkpoints", type=int, default=2)
-    p.add_argument("--eval-batches", type=int, default=0, help="0: the whole held-out split")
     p.add_argument(
         "--base-model-uri",
         default=None,
