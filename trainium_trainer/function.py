@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from trainium_trainer import boundary
+from trainium_trainer.common import lean_exit
 
 
 class FunctionInputError(Exception):
@@ -111,4 +112,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    lean_exit.run(main)

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trainium_trainer import boundary
+from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.common.holdout import write_manifest
@@ -378,4 +379,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean_exit.run(main)

@@ -22,6 +22,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from trainium_trainer import boundary
+from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.device import Runtime, init_runtime
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
@@ -111,4 +112,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean_exit.run(main)

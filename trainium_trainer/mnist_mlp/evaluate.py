@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from trainium_trainer import boundary
+from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.device import Runtime, init_runtime
 from trainium_trainer.common.errors import exits_on_bad_input
@@ -86,4 +87,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean_exit.run(main)

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from trainium_trainer import boundary
+from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
 from trainium_trainer.mnist_mlp.idx import encode_idx
@@ -69,4 +70,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    lean_exit.run(main)

@@ -1,0 +1,55 @@
+"""Leave a trainer process without the interpreter's module teardown.
+
+A rank that imported torch (with torch-xla or transformers) spends about a CPU-second after its work is done
+tearing that module graph down: a 2-rank all-reduce job took 9.6 CPU-s with the teardown and 7.1 without. On a
+Trainium node that is a second per rank; on a laptop or a CI machine running hundreds of local jobs on two cores
+it is minutes of nothing.
+
+``run(main)`` does what interpreter shutdown does that a job's results can depend on, in the same order: it
+joins the threads that are not daemons, runs the ``atexit`` handlers (logging's flush, multiprocessing's children,
+torch's), flushes every file still open, then leaves with ``main``'s status. Only a normal end takes this path: an
+exception (a ``SystemExit`` whose code is not a number among them) takes Python's own exit, traceback and all.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import io
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import NoReturn
+
+
+def run(main: Callable[[], object]) -> None:
+    """Run ``main`` as a process's entry point (``if __name__ == "__main__": run(main)``).
+
+    Its return value or ``SystemExit`` code is the exit status, as ``sys.exit`` reads it (``None``: 0).
+    """
+    try:
+        result = main()
+    except SystemExit as exit_:
+        result = exit_.code
+    if result is None or isinstance(result, int):
+        leave(result or 0)
+    sys.exit(str(result))  # a message: Python prints it and exits 1
+
+
+def leave(status: int) -> NoReturn:
+    """End the process with ``status`` after shutdown's side effects, without the module teardown."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in gc.get_objects():  # what the teardown would have flushed when it freed the file objects
+        if isinstance(stream, io.IOBase):
+            with contextlib.suppress(Exception):  # closed, detached or a broken pipe: nothing to keep
+                if not stream.closed:
+                    stream.flush()
+    for std in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            std.flush()
+    os._exit(status)
