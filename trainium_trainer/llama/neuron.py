@@ -141,24 +141,12 @@ def swap_projections(model: torch.nn.Module, device: torch.device | None = None)
             linear = getattr(module, child_name, None)
             if not isinstance(linear, torch.nn.Linear):
                 continue
+            # the same sizes either way; a column's output stays split, a row's input arrives split
+            like: dict[str, Any] = {"bias": False, "dtype": linear.weight.dtype, "device": device}
             if child_name in COLUMN:
-                parallel = ColumnParallelLinear(
-                    linear.in_features,
-                    linear.out_features,
-                    bias=False,
-                    gather_output=False,
-                    dtype=linear.weight.dtype,
-                    device=device,
-                )
+                parallel = ColumnParallelLinear(linear.in_features, linear.out_features, gather_output=False, **like)
             else:
-                parallel = RowParallelLinear(
-                    linear.in_features,
-                    linear.out_features,
-                    bias=False,
-                    input_is_parallel=True,
-                    dtype=linear.weight.dtype,
-                    device=device,
-                )
+                parallel = RowParallelLinear(linear.in_features, linear.out_features, input_is_parallel=True, **like)
             setattr(module, child_name, parallel)
     return model
 
