@@ -223,29 +223,23 @@ def prepare(
         "block_size": block_size,
     }
     index_uri = uris.join(output_uri, boundary.DATA_INDEX_FILE)
-    if not parsed.texts:
-        index = {
-            **base,
-            "skipped": True,
-            "reason": f"no usable records in {input_uri} ({len(files)} file(s), {parsed.malformed_count} malformed)",
-        }
+
+    def skip(reason: str) -> dict[str, Any]:
+        """An index that says why there is nothing to train on: the DAG's training task skips on it."""
+        index = {**base, "skipped": True, "reason": reason}
         finish(output_uri, index, written, holdout_manifest)
-        log.warning("SKIP: %s", index["reason"])
+        log.warning("SKIP: %s", reason)
         return index
+
+    if not parsed.texts:
+        return skip(f"no usable records in {input_uri} ({len(files)} file(s), {parsed.malformed_count} malformed)")
 
     tokenizer = resolve_tokenizer(tokenizer_uri, train_new_tokenizer, parsed.texts, vocab_size)
     tokenizer_json = tokenizer.to_str().encode()
     token_lists = [enc.ids for enc in tokenizer.encode_batch(parsed.texts, add_special_tokens=False)]
     blocks, dropped = pack(token_lists, block_size, special_id(tokenizer, BOS), special_id(tokenizer, EOS))
     if len(blocks) == 0:
-        index = {
-            **base,
-            "skipped": True,
-            "reason": f"{len(parsed.texts)} record(s) hold fewer tokens than one block of {block_size}",
-        }
-        finish(output_uri, index, written, holdout_manifest)
-        log.warning("SKIP: %s", index["reason"])
-        return index
+        return skip(f"{len(parsed.texts)} record(s) hold fewer tokens than one block of {block_size}")
     train, held = split_blocks(blocks, eval_every)
     settings = {
         **base,
