@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,65 +72,49 @@ def test_the_job_operator_refuses_an_untrusted_image_before_any_aws_call(ecs_wor
     assert ecs_calls(ecs_world) == ([], [])
 
 
-def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkeypatch, tmp_path):
-    """An image outside the configured repository runs when it is exactly what this run's build returned."""
+BUILT = f"registry.example.com:5000/trainium@{DIGEST}"
+
+
+def run_build_then_job(ecs_world, monkeypatch, dag_id: str, xcom: str, **job: Any):
+    """A run of a build task whose XCom says ``xcom`` while the registry holds BUILT for the run's sources, then
+    a job on ECS whose image is that XCom; the run."""
     from airflow.sdk import DAG
 
     from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
     from airflow_provider_trainium.operators.job import TrainiumJobOperator
 
-    built = f"registry.example.com:5000/trainium@{DIGEST}"
-
-    class PrebuiltImage(TrainiumImageBuildOperator):
+    class Build(TrainiumImageBuildOperator):
         def execute(self, context):  # the build itself is covered by tests/integration/image
-            return built
+            return xcom
 
-        def derived_image(self):  # the registry holds it under this run's content-hash tag
-            return built, None, None
+        def derived_image(self):  # what the registry holds under this run's content-hash tag
+            return BUILT, None, None
 
-    task_progress({"progression": "immediate"})
     ecs_world.add_instance("trn1.2xlarge")
     connect_trainium(ecs_world, monkeypatch)
-    with DAG("built_image_job", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        build = PrebuiltImage(task_id="build_image")
-        job = TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
-                                  compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
-                                  retries=0, poll_interval=1)  # fmt: skip
-        build >> job
-    run = run_dag(dag)
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        build = Build(task_id="build_image")
+        build >> TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
+                                     compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}", retries=0,
+                                     **job)  # fmt: skip
+    return run_dag(dag)
+
+
+def test_the_image_the_dag_run_built_is_trusted(ecs_world, task_progress, monkeypatch, tmp_path):
+    """An image outside the configured repository runs when it is exactly what this run's build returned."""
+    task_progress({"progression": "immediate"})
+    run = run_build_then_job(ecs_world, monkeypatch, "built_image_job", BUILT, poll_interval=1)
     assert states(run) == {"build_image": "success", "job": "success"}
     (arn,) = ecs_calls(ecs_world)[0]
     (task,) = ecs_world.ecs.describe_tasks(cluster=CLUSTER, tasks=[arn])["tasks"]
     definition = ecs_world.ecs.describe_task_definition(taskDefinition=task["taskDefinitionArn"])["taskDefinition"]
-    assert definition["containerDefinitions"][0]["image"] == built
+    assert definition["containerDefinitions"][0]["image"] == BUILT
 
 
 def test_an_edited_build_xcom_is_refused_before_any_run_task(ecs_world, monkeypatch, tmp_path):
     """The build task's XCom rewritten to another image (the USER role may edit XComs): the job re-derives what the
     run built (the registry's digest under the sources' content-hash tag), refuses the XCom, and calls no ECS API."""
-    from airflow.sdk import DAG
-
-    from airflow_provider_trainium.operators.image import TrainiumImageBuildOperator
-    from airflow_provider_trainium.operators.job import TrainiumJobOperator
-
-    built = f"registry.example.com:5000/trainium@{DIGEST}"
-
-    class EditedXCom(TrainiumImageBuildOperator):
-        def execute(self, context):  # what an edited XCom says
-            return "docker.io/attacker/x:latest"
-
-        def derived_image(self):  # what the registry holds for this run's sources
-            return built, None, None
-
-    ecs_world.add_instance("trn1.2xlarge")
-    connect_trainium(ecs_world, monkeypatch)
-    with DAG("edited_build_xcom", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        build = EditedXCom(task_id="build_image")
-        job = TrainiumJobOperator(task_id="job", entry_point="trainium_trainer.allreduce", distributed=False,
-                                  compute="ecs", image="{{ ti.xcom_pull(task_ids='build_image') }}",
-                                  retries=0)  # fmt: skip
-        build >> job
-    run = run_dag(dag)
+    run = run_build_then_job(ecs_world, monkeypatch, "edited_build_xcom", "docker.io/attacker/x:latest")
     assert states(run) == {"build_image": "success", "job": "failed"}
     assert ecs_calls(ecs_world) == ([], [])
 
