@@ -29,6 +29,7 @@ NOT_FROM_STACK = frozenset(
         "image",
         "image_builder",
         "allowed_input_prefixes",
+        "allowed_output_prefixes",
         "local_inherited_env",
         "prices",
         "prices_file",

@@ -49,18 +49,19 @@ ENV_WEIGHTS_CACHE = "TRAINIUM_WEIGHTS_CACHE"
 
 
 def normalize_input_uri(uri: str) -> str:
-    """The bounded-inputs rule's form of ``uri``, which the provider and the trainer both compare prefixes in:
-    ``scheme://path`` with a plain path as ``file://``; a relative path or a ``..`` segment is refused
-    (``ValueError`` saying why), never resolved. A local path is resolved through its symbolic links: a link
-    under an allowed prefix is judged by where it leads."""
+    """The bounded-inputs rule's form of ``uri``, which the provider and the trainer both compare prefixes in (the
+    provider's bounded writes too, ``neuron/inputs.py``): ``scheme://path`` with a plain path as ``file://``; a
+    relative path or a ``..`` segment is refused (``ValueError`` saying why), never resolved. A local path is
+    resolved through its symbolic links (``os.path.realpath``, on the URI and on every prefix alike): a link under
+    an allowed prefix is judged by where it leads."""
     uri = uri.strip()
     if "://" not in uri:
         if not uri.startswith("/"):
-            raise ValueError(f"input {uri!r} refused: a relative path")
+            raise ValueError(f"{uri!r} refused: a relative path")
         uri = "file://" + uri
     scheme, _, rest = uri.partition("://")
     if any(part == ".." for part in rest.split("/")):
-        raise ValueError(f"input {uri!r} refused: '..' segments are not allowed")
+        raise ValueError(f"{uri!r} refused: '..' segments are not allowed")
     rest = posixpath.normpath(rest) if rest else rest
     if scheme.lower() == "file":
         rest = os.path.realpath("/" + rest.lstrip("/"))

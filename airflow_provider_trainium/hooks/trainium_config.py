@@ -86,6 +86,9 @@ class TrainiumConfig:
     image_builder: str | None = None
     #: Prefixes (``s3://bucket/prefix``) a run's ``input_uri``/``base_model`` may read besides the artifact root.
     allowed_input_prefixes: tuple[str, ...] = ()
+    #: Prefixes a job's ``output_uri``/``checkpoint_uri``/``code_uri`` may write besides the artifact root
+    #: (``neuron.inputs.check_write``); the input prefixes are not writable by being readable.
+    allowed_output_prefixes: tuple[str, ...] = ()
     #: Variables of the worker a local-compute job keeps beyond ``compute.local.environment.INHERITED_NAMES``:
     #: names, or prefixes ending in ``*`` (:func:`inherited_env_problem` says which are refused).
     local_inherited_env: tuple[str, ...] = ()
@@ -109,7 +112,13 @@ class TrainiumConfig:
         """The config for a connection's extras, checked against the schema the connection form uses."""
         check_extra(extra)
         values: dict[str, Any] = {k: v for k, v in extra.items() if v not in (None, "")}
-        for name in ("subnets", "security_groups", "allowed_input_prefixes", "local_inherited_env"):
+        for name in (
+            "subnets",
+            "security_groups",
+            "allowed_input_prefixes",
+            "allowed_output_prefixes",
+            "local_inherited_env",
+        ):
             if isinstance(values.get(name), str):
                 values[name] = tuple(s.strip() for s in values[name].split(",") if s.strip())
             elif name in values:

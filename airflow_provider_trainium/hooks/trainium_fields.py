@@ -120,6 +120,16 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
             "items": {"type": "string", "pattern": r"^(s3|file)://.+"},
         },
     },
+    "allowed_output_prefixes": {
+        "label": "Allowed output prefixes",
+        "description": "Prefixes (s3://bucket/prefix or file:///path, a list or separated by commas) a job's "
+        "output_uri, checkpoint_uri and code_uri may write under, besides the artifact root. The input prefixes "
+        "are not writable unless listed here too.",
+        "schema": {
+            "type": ["array", "string", "null"],
+            "items": {"type": "string", "pattern": r"^(s3|file)://.+"},
+        },
+    },
     "local_inherited_env": {
         "label": "Local jobs inherit",
         "description": "Variables of the worker's environment a local-compute job keeps besides PATH, HOME, USER, "

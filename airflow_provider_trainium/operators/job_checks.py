@@ -1,10 +1,10 @@
-"""The checks of a prepared job before anything is found or submitted: the run's budget, the image's trust, the
-image's stack and Neuron driver, then the backend's own checks.
+"""The checks of a prepared job before anything is found or submitted: where it writes, the run's budget, the
+image's trust, the image's stack and Neuron driver, then the backend's own checks.
 
 A check fails the task without retries by raising ``ValueError`` (``TrainiumJobOperator.prepare`` turns it into
 ``AirflowFailException``). Each is a plain function of the operator whose settings it reads and the try's
 ``PreSubmitCheck`` arguments; the rules themselves live in the domain modules each names (``neuron.budget``,
-``neuron.images``, ``neuron.releases``), imported only when a check runs.
+``neuron.images``, ``neuron.releases``, ``neuron.inputs``), imported only when a check runs.
 """
 
 from __future__ import annotations
@@ -23,6 +23,25 @@ if TYPE_CHECKING:
 #: A check of the prepared job before anything is found or submitted; raises ValueError (or
 #: AirflowFailException) to fail the task without retries.
 PreSubmitCheck = Callable[["Context", "PreparedJob", "ComputeBackend"], None]
+
+
+def check_write_uris(
+    operator: TrainiumJobOperator, context: Context, prepared: PreparedJob, backend: ComputeBackend
+) -> None:
+    """What the job writes (``neuron.inputs.WRITE_FIELDS``: its outputs, checkpoints and code bundle) lies under
+    the artifact root or the connection's ``allowed_output_prefixes``: ``output_uri`` and ``checkpoint_uri`` are
+    templated, so a run's params must not point a job's writes at another bucket, a shared data set the job may
+    only read, or a path of the worker's (where the artifact root's own prefixes go is the bucket policy's and
+    the registry seals' business, docs/security.md). Checked on the spec the try runs, before anything is found
+    or submitted."""
+    from airflow_provider_trainium.neuron.inputs import WRITE_FIELDS, allowed_prefixes, check_write
+
+    config = operator.config()
+    prefixes = allowed_prefixes(config.artifact_root, config.allowed_output_prefixes)
+    for name in WRITE_FIELDS:
+        uri = getattr(prepared.spec, name)
+        if uri:
+            check_write(name, uri, prefixes)
 
 
 def check_budget(
@@ -82,7 +101,7 @@ def check_on_backend(
 
 
 #: Every job's checks, in the order a try runs them (a subclass's own come after these).
-CHECKS = (check_budget, check_trusted_image, check_neuron_driver, check_on_backend)
+CHECKS = (check_write_uris, check_budget, check_trusted_image, check_neuron_driver, check_on_backend)
 
 
 def job_checks(operator: TrainiumJobOperator) -> list[PreSubmitCheck]:

@@ -28,6 +28,7 @@ from airflow_provider_trainium.operators.job_checks import (
     check_neuron_driver,
     check_on_backend,
     check_trusted_image,
+    check_write_uris,
 )
 from airflow_provider_trainium.params import budget_params
 from tests.conftest import set_trainium_connection
@@ -41,11 +42,11 @@ NATIVE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainium@sha256:" +
 PER_TYPE = {"trn1.32xlarge": XLA.driver, "trn2.48xlarge": NATIVE.driver}
 
 
-def test_every_try_runs_the_budget_trust_driver_and_backend_checks_in_that_order() -> None:
+def test_every_try_runs_the_write_budget_trust_driver_and_backend_checks_in_that_order() -> None:
     """What ``prepare`` runs before anything is found or submitted (a subclass appends its own after these)."""
     job = TrainiumJobOperator(task_id="train", entry_point="m")
     bound = [(check.func, check.args) for check in job.pre_submit_checks()]  # type: ignore[attr-defined]
-    expected = (check_budget, check_trusted_image, check_neuron_driver, check_on_backend)
+    expected = (check_write_uris, check_budget, check_trusted_image, check_neuron_driver, check_on_backend)
     assert bound == [(check, (job,)) for check in expected]
 
 
@@ -144,3 +145,15 @@ def test_the_dags_ceiling_becomes_the_budget_the_watch_reads_and_refuses_a_worst
     with expected if refused else nullcontext():
         check_budget(job, {"dag": dag}, SimpleNamespace(spec=spec), None)  # type: ignore[arg-type]
     assert job.max_cost_usd == float(ceiling)
+
+
+def test_the_code_bundle_is_held_to_the_write_prefixes_too(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``code_uri`` is the provider's own upload under the root today; a subclass's ``code_uri`` hook that put it
+    elsewhere would be refused like an output."""
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+    job = TrainiumJobOperator(task_id="train", entry_point="m")
+    inside = JobSpec(name="t", entry_point="m", code_uri=f"{tmp_path.as_uri()}/code/abc")
+    check_write_uris(job, {}, SimpleNamespace(spec=inside), SimpleNamespace())  # type: ignore[arg-type]
+    outside = JobSpec(name="t", entry_point="m", code_uri="s3://elsewhere/code/abc")
+    with pytest.raises(ValueError, match="code_uri 's3://elsewhere/code/abc' refused: bounded writes"):
+        check_write_uris(job, {}, SimpleNamespace(spec=outside), SimpleNamespace())  # type: ignore[arg-type]

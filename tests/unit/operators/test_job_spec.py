@@ -22,14 +22,15 @@ from airflow.sdk.definitions._internal.contextmanager import DagContext
 
 from airflow_provider_trainium.neuron.pricing import PRICES
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
-from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT
 from airflow_provider_trainium.operators.job_checks import (
     check_budget,
     check_neuron_driver,
     check_on_backend,
     check_trusted_image,
+    check_write_uris,
     job_checks,
 )
+from airflow_provider_trainium.operators.job_spec import DEFAULT_TIMEOUT
 from airflow_provider_trainium.params import budget_params
 from tests.conftest import set_trainium_connection
 from tests.unit.operators.test_job import context
@@ -126,7 +127,8 @@ def test_each_byo_example_passes_every_check_on_local_compute(local, tmp_path, m
     op.compute = "local"
     monkeypatch.setattr(op, "code_uri", lambda *args: None)
     checks = [check for check in job_checks(op) if check.func is not check_on_backend]
-    assert [check.func for check in checks] == [check_budget, check_trusted_image, check_neuron_driver]
+    assert [check.func for check in checks] == [check_write_uris, check_budget, check_trusted_image,
+                                                check_neuron_driver]  # fmt: skip
     monkeypatch.setattr(op, "pre_submit_checks", lambda: checks)
     spec = op.prepare(context()).spec
     assert (spec.nodes, spec.instance_type) == (2, "trn1.32xlarge")
@@ -168,3 +170,18 @@ def test_profile_steps_reach_the_trainer_as_first_last_and_bad_ones_fail_first()
     for bad in [(4, 3), (0, 2), (1, 2, 3), "3:4", (1.0, 2), (True, 2)]:
         with pytest.raises(JobSpecError, match="profile"):
             TrainiumJobOperator(task_id="b", script="t.py", profile_steps=bad).profile_env()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["output_uri", "checkpoint_uri"])
+def test_a_job_that_would_write_outside_the_artifact_root_is_refused_before_submit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str
+) -> None:
+    """A templated ``output_uri``/``checkpoint_uri`` needed only a scheme (issue 45): now the try fails without
+    retries before anything is found or submitted, naming the URI, the rule and the connection field; declaring
+    the prefix in the connection's ``allowed_output_prefixes`` (not its input prefixes) lets the same job through."""
+    outside = "s3://another-bucket/models"
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri(), allowed_input_prefixes=[outside])
+    with pytest.raises(AirflowFailException, match=f"{field} '{outside}' refused: bounded writes.*allowed_output_"):
+        job(**{field: outside}).prepare(context())
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri(), allowed_output_prefixes=[outside])
+    assert getattr(job(**{field: outside}).prepare(context()).spec, field) == outside
