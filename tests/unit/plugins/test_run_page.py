@@ -6,9 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from airflow_provider_trainium.plugins.locate import run_output_prefix
 from tests.conftest import set_trainium_connection
 from tests.unit.plugins.conftest import Rows, login
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The artifact root of ``trainium_default``, in the test's own folder: the page reads streams under it."""
+    uri = (tmp_path / "root").as_uri()
+    set_trainium_connection(monkeypatch, artifact_root=uri)
+    return uri
 
 
 def write_stream(root: str, dag_id: str, run_id: str, lines: list[str]) -> None:
@@ -27,10 +37,7 @@ def registered(rows: Rows, dag_id: str, run_id: str, version: int) -> None:
               xcoms={"return_value": {"name": "m", "version": version, "uri": "file:///m"}})  # fmt: skip
 
 
-def test_a_malformed_record_is_a_note_on_its_page_and_on_later_versions(client, auth_manager, rows, tmp_path,
-                                                                        monkeypatch):  # fmt: skip
-    root = (tmp_path / "root").as_uri()
-    set_trainium_connection(monkeypatch, artifact_root=root)
+def test_a_malformed_record_is_a_note_on_its_page_and_on_later_versions(client, auth_manager, rows, root):
     dag_id = rows.dag("bad_stream", "red")
     registered(rows, dag_id, "r1", 1)
     registered(rows, dag_id, "r2", 2)
@@ -53,10 +60,7 @@ def test_a_malformed_record_is_a_note_on_its_page_and_on_later_versions(client, 
     assert later.json()["series"]["loss"]["x"] == [1, 2] and later.json()["stream"]["notes"] == []
 
 
-def test_a_runs_profile_traces_are_linked_and_served_to_its_readers_only(client, auth_manager, rows, tmp_path,
-                                                                        monkeypatch):  # fmt: skip
-    root = (tmp_path / "root").as_uri()
-    set_trainium_connection(monkeypatch, artifact_root=root)
+def test_a_runs_profile_traces_are_linked_and_served_to_its_readers_only(client, auth_manager, rows, root):
     dag_id = rows.dag("profiled", "red")
     registered(rows, dag_id, "r1", 1)
     write_stream(root, dag_id, "r1", [train(1)])
