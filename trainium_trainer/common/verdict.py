@@ -12,12 +12,29 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
 
 CHUNK = 8 * 2**20
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def sha256_read(fh: Readable, sink: Callable[[bytes], object] | None = None) -> tuple[int, str]:
+    """Size and sha256 of what ``fh`` holds, read once in ``CHUNK``s (a model's shards are GBs); each chunk also
+    goes to ``sink`` if given (a copy hashed as it is written)."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := fh.read(CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+        if sink is not None:
+            sink(chunk)
+    return size, digest.hexdigest()
 
 
 def model_entries(model_uri: str) -> list[tuple[str, int, str]]:
@@ -29,12 +46,9 @@ def model_entries(model_uri: str) -> list[tuple[str, int, str]]:
         rel = full[len(base) :] if full.startswith(base) else full.rsplit("/", 1)[-1]
         if rel.startswith(boundary.RUN_BOOKKEEPING_PREFIXES):
             continue
-        digest, size = hashlib.sha256(), 0
         with fs.open(full, "rb") as fh:
-            while chunk := fh.read(CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-        entries.append((rel, size, digest.hexdigest()))
+            size, digest = sha256_read(fh)
+        entries.append((rel, size, digest))
     return entries
 
 

@@ -24,6 +24,7 @@ import torch
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError
+from trainium_trainer.common.verdict import sha256_read
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -31,7 +32,6 @@ INDEX = "model.safetensors.index.json"
 #: ``rope_type`` values whose frequencies are fixed when the model is built; ``dynamic`` recomputes them
 #: from each batch's length (a data-dependent branch that recompiles XLA graphs), the others are untested.
 SUPPORTED_ROPE = ("default", "linear", "llama3")
-_CHUNK = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -148,15 +148,12 @@ class HFCheckpoint:
                 with open(meta) as fh:
                     if json.load(fh).get("ukey") == ukey:
                         return target
-            digest = hashlib.sha256()
             part = f"{target}.part-{os.getpid()}"
             with fs.open(path, "rb") as src, open(part, "wb") as dst:
-                while chunk := src.read(_CHUNK):
-                    digest.update(chunk)
-                    dst.write(chunk)
+                size, digest = sha256_read(src, dst.write)
             os.replace(part, target)
             with open(meta, "w") as fh:
-                json.dump({"ukey": ukey, "sha256": digest.hexdigest(), "size": os.path.getsize(target)}, fh)
+                json.dump({"ukey": ukey, "sha256": digest, "size": size}, fh)
         return target
 
     def read(self, names: Iterable[str], part_of: Callable[[str], Part | None]) -> Iterator[tuple[str, torch.Tensor]]:
@@ -206,9 +203,5 @@ class HFCheckpoint:
                 meta = json.load(fh)
             return int(meta["size"]), str(meta["sha256"])
         fs, path = uris.filesystem(uris.join(self.uri, rel))
-        digest, size = hashlib.sha256(), 0
         with fs.open(path, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-        return size, digest.hexdigest()
+            return sha256_read(fh)
