@@ -15,6 +15,14 @@ _ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]+:role/.+$"
 #: An ``aws-neuronx-dkms`` version, the templates' AllowedPattern for their driver parameters.
 _DRIVER_VERSION = r"^[0-9]+(\.[0-9]+)+$"
 _ID_LIST = {"type": ["array", "string", "null"], "items": {"type": "string", "minLength": 1}}
+_URI = r"^(s3|file)://.+"
+
+
+def _list_of(pattern: str) -> dict[str, Any]:
+    """Strings matching ``pattern``: a list, or one string separated by commas (``TrainiumConfig`` splits it)."""
+    return {"type": ["array", "string", "null"], "items": {"type": "string", "pattern": pattern}}
+
+
 #: An EC2 Capacity Reservation (or Capacity Block for ML) id; ``neuron.spec`` checks a job's with the same pattern.
 CAPACITY_RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
 
@@ -34,7 +42,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "label": "Artifact root",
         "description": "Where runs, models and the compile cache go: s3://bucket/prefix (required for ECS and "
         "Batch) or file:///path (local compute). Default: file://$AIRFLOW_HOME/trainium.",
-        "schema": {**_OPTIONAL_STRING, "pattern": r"^(s3|file)://.+"},
+        "schema": {**_OPTIONAL_STRING, "pattern": _URI},
     },
     "ecs_cluster": {
         "label": "ECS cluster",
@@ -115,20 +123,14 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "label": "Allowed input prefixes",
         "description": "Prefixes (s3://bucket/prefix, a list or separated by commas) a run's input_uri and "
         "base_model may read from, besides the artifact root and registry references.",
-        "schema": {
-            "type": ["array", "string", "null"],
-            "items": {"type": "string", "pattern": r"^(s3|file)://.+"},
-        },
+        "schema": _list_of(_URI),
     },
     "allowed_output_prefixes": {
         "label": "Allowed output prefixes",
         "description": "Prefixes (s3://bucket/prefix or file:///path, a list or separated by commas) a job's "
         "output_uri, checkpoint_uri and code_uri may write under, besides the artifact root. The input prefixes "
         "are not writable unless listed here too.",
-        "schema": {
-            "type": ["array", "string", "null"],
-            "items": {"type": "string", "pattern": r"^(s3|file)://.+"},
-        },
+        "schema": _list_of(_URI),
     },
     "local_inherited_env": {
         "label": "Local jobs inherit",
@@ -136,10 +138,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "LOGNAME, LANG, LANGUAGE, LC_*, TMPDIR, TZ and VIRTUAL_ENV: names, or prefixes ending in * (a list or "
         'separated by commas), e.g. ["HF_HOME", "OMP_NUM_THREADS", "XLA_FLAGS"]. Names that load code or '
         "credentials (LD_*, PYTHON*, AWS_*, BASH_ENV, ENV, GCONV_PATH, ...) and the provider's own are refused.",
-        "schema": {
-            "type": ["array", "string", "null"],
-            "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\*?$"},
-        },
+        "schema": _list_of(r"^[A-Za-z_][A-Za-z0-9_]*\*?$"),
     },
     "prices": {
         "label": "Instance prices",
@@ -202,7 +201,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "label": "TensorBoard log dir",
         "description": "s3://bucket/prefix or file:///path each training run writes a TensorBoard event file "
         "under (<dag_id>/<run>/<task_id>; needs airflow-provider-trainium[tensorboard]). Empty: none.",
-        "schema": {**_OPTIONAL_STRING, "pattern": r"^(s3|file)://.+"},
+        "schema": {**_OPTIONAL_STRING, "pattern": _URI},
     },
 }
 
