@@ -237,6 +237,51 @@ def flags_of(command: list[str]) -> dict[str, str]:
     return dict(a[2:].split("=", 1) for a in command if a.startswith("--") and "=" in a)
 
 
+def ecs_task_run(job: Any) -> tuple[list[str], dict[str, str]]:
+    """What ECS starts for ``job`` (a JobSpec): the container override's command, and the environment the
+    container sees (the task definition's, then the override's)."""
+    from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
+    from airflow_provider_trainium.neuron.plan import container_plan
+
+    settings = ecs_definitions.EcsTaskSettings(image=job.image, log_group="/trainium/jobs", region_name="us-east-1")
+    (container,) = ecs_definitions.task_definition(container_plan(job), settings)["containerDefinitions"]
+    (override,) = ecs_definitions.container_overrides(container_plan(job))["containerOverrides"]
+    return override["command"], {**names_values(container["environment"]), **names_values(override["environment"])}
+
+
+def batch_node_run(job: Any, node: int, main_address: str) -> tuple[list[str], dict[str, str]]:
+    """What node ``node`` of ``job`` (a multi-node JobSpec) starts on Batch: the node override's command, and the
+    environment the container sees (the node range's, the override's, then what Batch sets on the node, the main
+    node's address ``main_address``)."""
+    from airflow_provider_trainium.compute.batch import definitions as batch_definitions
+    from airflow_provider_trainium.neuron.launch import batch_node_environment
+    from airflow_provider_trainium.neuron.plan import container_plan
+
+    definition = batch_definitions.build_job_definition(
+        container_plan(job), batch_definitions.BatchSettings(region_name="us-east-1")
+    )
+    (node_range,) = definition["nodeProperties"]["nodeRangeProperties"]
+    request = batch_definitions.submit_request(
+        container_plan(job), job_name="j", job_queue="q", job_definition="d", tags={}
+    )
+    (override,) = request["nodeOverrides"]["nodePropertyOverrides"]
+    env = {
+        **names_values(node_range["container"]["environment"]),
+        **names_values(override["containerOverrides"]["environment"]),
+        **batch_node_environment(job.nodes, node, 0, main_address),
+    }
+    return override["containerOverrides"]["command"], env
+
+
+def assert_batch_rendezvous(flags: dict[str, str], node: int, main_address: str) -> None:
+    """Node 1 reaches the main node at ``main_address``; Batch gives the main node no address: it rendezvous on
+    its own, never on loopback."""
+    if node == 1:
+        assert flags["master_addr"] == main_address
+    else:
+        assert flags["master_addr"] != main_address and not flags["master_addr"].startswith("127.")
+
+
 @dataclass
 class LocalRegistry:
     """A ``docker-registry serve`` process on 127.0.0.1 with its storage in a temp dir."""

@@ -21,19 +21,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_provider_trainium.compute.batch import definitions as batch_definitions
-from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
 from airflow_provider_trainium.image.builders.base import BASE_DIGEST_LABEL
 from airflow_provider_trainium.image.builders.buildah import BuildahBuilder
 from airflow_provider_trainium.image.ensure import ensure_image
-from airflow_provider_trainium.neuron.launch import batch_node_environment
-from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.image.conftest import (
     Image,
     LocalRegistry,
+    assert_batch_rendezvous,
+    batch_node_run,
+    ecs_task_run,
     flags_of,
-    names_values,
     run_container,
     stand_in_build,
 )
@@ -86,12 +84,8 @@ def test_the_image_records_the_digest_of_the_base_it_was_built_from(
 
 
 def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
-    job = spec(1)
-    settings = ecs_definitions.EcsTaskSettings(image=IMAGE_TAG, log_group="/trainium/jobs", region_name="us-east-1")
-    (container,) = ecs_definitions.task_definition(container_plan(job), settings)["containerDefinitions"]
-    (override,) = ecs_definitions.container_overrides(container_plan(job))["containerOverrides"]
-    env = {**names_values(container["environment"]), **names_values(override["environment"])}
-    torchrun = run_container(built_image, override["command"], env)
+    command, env = ecs_task_run(spec(1))
+    torchrun = run_container(built_image, command, env)
     assert torchrun[0].endswith("python") and torchrun[1:3] == ["-m", "trainium_trainer.loopback_torchrun"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "32")
@@ -101,26 +95,10 @@ def test_an_ecs_task_runs_torchrun_on_one_node(built_image: Image) -> None:
 
 @pytest.mark.parametrize("node", [0, 1])
 def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(built_image: Image, node: int) -> None:
-    job = spec(2)
-    definition = batch_definitions.build_job_definition(
-        container_plan(job), batch_definitions.BatchSettings(region_name="us-east-1")
-    )
-    (node_range,) = definition["nodeProperties"]["nodeRangeProperties"]
-    request = batch_definitions.submit_request(
-        container_plan(job), job_name="j", job_queue="q", job_definition="d", tags={}
-    )
-    (override,) = request["nodeOverrides"]["nodePropertyOverrides"]
-    env = {
-        **names_values(node_range["container"]["environment"]),
-        **names_values(override["containerOverrides"]["environment"]),
-        **batch_node_environment(2, node, 0, MAIN_ADDRESS),
-    }
-    torchrun = run_container(built_image, override["containerOverrides"]["command"], env)
+    command, env = batch_node_run(spec(2), node, MAIN_ADDRESS)
+    torchrun = run_container(built_image, command, env)
     assert torchrun[1:3] == ["-m", "torch.distributed.run"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"], f["master_port"]) == ("2", str(node), "32", "41000")
-    if node == 1:
-        assert f["master_addr"] == MAIN_ADDRESS
-    else:  # Batch gives the main node no address: it rendezvous on its own, never on loopback
-        assert f["master_addr"] != MAIN_ADDRESS and not f["master_addr"].startswith("127.")
+    assert_batch_rendezvous(f, node, MAIN_ADDRESS)
     assert torchrun[-4:] == ["--module", "trainium_trainer.mnist_mlp.train", "--epochs", "1"]

@@ -15,17 +15,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_provider_trainium.compute.batch import definitions as batch_definitions
-from airflow_provider_trainium.compute.ecs import definitions as ecs_definitions
-from airflow_provider_trainium.neuron.launch import batch_node_environment
-from airflow_provider_trainium.neuron.plan import container_plan
 from airflow_provider_trainium.neuron.releases import RUNTIME_LABEL, SDK_LABEL, image_stack, table
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.image.conftest import (
     Image,
     LocalRegistry,
+    assert_batch_rendezvous,
+    batch_node_run,
+    ecs_task_run,
     flags_of,
-    names_values,
     run_container,
     stand_in_build,
 )
@@ -72,13 +70,9 @@ def test_the_provider_sees_the_built_image_as_native(native_image: Image) -> Non
 
 
 def test_an_ecs_task_runs_torchrun_on_one_trn2_node(native_image: Image) -> None:
-    job = spec(1)
-    settings = ecs_definitions.EcsTaskSettings(image=IMAGE_TAG, log_group="/trainium/jobs", region_name="us-east-1")
-    (container,) = ecs_definitions.task_definition(container_plan(job), settings)["containerDefinitions"]
-    (override,) = ecs_definitions.container_overrides(container_plan(job))["containerOverrides"]
-    env = {**names_values(container["environment"]), **names_values(override["environment"])}
+    command, env = ecs_task_run(spec(1))
     assert env["TRAINIUM_STACK"] == "native"
-    torchrun = run_container(native_image, override["command"], env)
+    torchrun = run_container(native_image, command, env)
     assert torchrun[0] == VENV_PYTHON and torchrun[1:3] == ["-m", "trainium_trainer.loopback_torchrun"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"]) == ("1", "0", "64")
@@ -87,27 +81,11 @@ def test_an_ecs_task_runs_torchrun_on_one_trn2_node(native_image: Image) -> None
 
 @pytest.mark.parametrize("node", [0, 1])
 def test_each_node_of_a_batch_job_runs_torchrun_with_batchs_rendezvous(native_image: Image, node: int) -> None:
-    job = spec(2)
-    definition = batch_definitions.build_job_definition(
-        container_plan(job), batch_definitions.BatchSettings(region_name="us-east-1")
-    )
-    (node_range,) = definition["nodeProperties"]["nodeRangeProperties"]
-    request = batch_definitions.submit_request(
-        container_plan(job), job_name="j", job_queue="q", job_definition="d", tags={}
-    )
-    (override,) = request["nodeOverrides"]["nodePropertyOverrides"]
-    env = {
-        **names_values(node_range["container"]["environment"]),
-        **names_values(override["containerOverrides"]["environment"]),
-        **batch_node_environment(2, node, 0, MAIN_ADDRESS),
-    }
+    command, env = batch_node_run(spec(2), node, MAIN_ADDRESS)
     assert env["TRAINIUM_STACK"] == "native"
-    torchrun = run_container(native_image, override["containerOverrides"]["command"], env)
+    torchrun = run_container(native_image, command, env)
     assert torchrun[0] == VENV_PYTHON and torchrun[1:3] == ["-m", "torch.distributed.run"]
     f = flags_of(torchrun)
     assert (f["nnodes"], f["node_rank"], f["nproc_per_node"], f["master_port"]) == ("2", str(node), "64", "41000")
-    if node == 1:
-        assert f["master_addr"] == MAIN_ADDRESS
-    else:  # Batch gives the main node no address: it rendezvous on its own, never on loopback
-        assert f["master_addr"] != MAIN_ADDRESS and not f["master_addr"].startswith("127.")
+    assert_batch_rendezvous(f, node, MAIN_ADDRESS)
     assert torchrun[-4:] == ["--module", "trainium_trainer.llama.train", "--preset", "tiny"]
