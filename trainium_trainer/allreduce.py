@@ -26,6 +26,7 @@ from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.device import Runtime, init_runtime
 from trainium_trainer.common.distributed import init_distributed
+from trainium_trainer.common.errors import configure_logging
 from trainium_trainer.common.stack import selected_stack
 
 log = logging.getLogger("trainer")
@@ -100,7 +101,7 @@ def _init_group() -> tuple[_Group, Runtime | _NativeGroup, torch.device]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    configure_logging()
     args = parse_args(argv)
     dist, runtime, device = _init_group()
     world = dist.world_size

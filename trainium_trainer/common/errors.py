@@ -1,5 +1,5 @@
 """Bad input ends a job with ``EXIT_BAD_INPUT`` (``trainium_trainer.boundary``): the scheduler knows a retry cannot
-help."""
+help. :func:`job_main` wraps a job's entry point with that and the trainer's log format."""
 
 from __future__ import annotations
 
@@ -30,5 +30,22 @@ def exits_on_bad_input(main: Callable[_P, _R]) -> Callable[_P, _R]:
         except BadInputError as err:
             print(f"BAD INPUT: {err}", file=sys.stderr, flush=True)
             sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
+
+
+def configure_logging() -> None:
+    """INFO and up to stderr, timestamped: the lines every job's log (CloudWatch, the task log) shows."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+
+def job_main(main: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A job's ``main``: logging configured before it runs, bad input turned into :data:`EXIT_BAD_INPUT`."""
+    checked = exits_on_bad_input(main)
+
+    @functools.wraps(main)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        configure_logging()
+        return checked(*args, **kwargs)
 
     return wrapper

@@ -36,7 +36,7 @@ import numpy.typing as npt
 from trainium_trainer import boundary
 from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
-from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.errors import BadInputError, job_main
 from trainium_trainer.common.holdout import write_manifest
 from trainium_trainer.common.inputs import check_input
 from trainium_trainer.llama.corpus import synthetic_jsonl
@@ -347,9 +347,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-@exits_on_bad_input
+@job_main
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
     check_input("--input-uri", args.input_uri)
     check_input("--tokenizer-uri", args.tokenizer_uri)

@@ -25,7 +25,7 @@ from trainium_trainer import boundary
 from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.device import Runtime, init_runtime
-from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.errors import BadInputError, job_main
 from trainium_trainer.common.holdout import read_holdout
 from trainium_trainer.common.inputs import check_input
 from trainium_trainer.common.verdict import write_verdict
@@ -62,7 +62,7 @@ def model_loss(
     return evaluate_loss(model.to(runtime.device), blocks, runtime, batch_size)
 
 
-@exits_on_bad_input
+@job_main
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--model-uri", required=True)
@@ -73,7 +73,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--min-improvement", type=float, default=0.0, help="required drop in eval loss")
     p.add_argument("--compile-cache-uri", default=None)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if not args.output_uri:
         raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
     check_input("--base-model-uri", args.base_model_uri)

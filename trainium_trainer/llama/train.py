@@ -47,7 +47,7 @@ from trainium_trainer.common.checkpoint import (
 )
 from trainium_trainer.common.device import Runtime, init_runtime
 from trainium_trainer.common.distributed import Distributed, init_distributed
-from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.errors import BadInputError, job_main
 from trainium_trainer.common.feed import device_feed, gather_batches
 from trainium_trainer.common.inputs import check_input
 from trainium_trainer.common.metrics import TrainMetrics, finished_summary, mark_done
@@ -540,9 +540,8 @@ def resume(
     return step
 
 
-@exits_on_bad_input
+@job_main
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
     check_input("--base-model-uri", args.base_model_uri)
     check_input("--data-uri", args.data_uri)

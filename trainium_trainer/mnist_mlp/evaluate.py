@@ -22,7 +22,7 @@ from trainium_trainer import boundary
 from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.device import Runtime, init_runtime
-from trainium_trainer.common.errors import exits_on_bad_input
+from trainium_trainer.common.errors import job_main
 from trainium_trainer.common.stack import selected_stack
 from trainium_trainer.common.verdict import write_verdict
 from trainium_trainer.mnist_mlp.idx import load_split
@@ -50,7 +50,7 @@ def native_runtime() -> Runtime:
     return Runtime(f"native-{device.type}", device.device)
 
 
-@exits_on_bad_input
+@job_main
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--model-uri", required=True)
@@ -60,7 +60,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compile-cache-uri", default=None)
     p.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI), help="where the verdict goes")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
     runtime = native_runtime() if selected_stack() == boundary.STACK_NATIVE else init_runtime(args.compile_cache_uri)
     images, labels = load_split(args.data_uri, "t10k")

@@ -21,13 +21,14 @@ from torch.nn.parallel import DistributedDataParallel
 
 from trainium_trainer import boundary
 from trainium_trainer.common.checkpoint import save_checkpoint
-from trainium_trainer.common.device import Runtime, software_versions
+from trainium_trainer.common.device import Runtime
 from trainium_trainer.mnist_mlp.train import (
     evaluate,
     finish,
     load_data,
     model_and_optimizer,
     resume,
+    run_summary,
     shard_indices,
     train_metrics,
 )
@@ -83,33 +84,22 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         if done:
             break
 
-    samples = (step - first_step) * args.batch_size * layout.world_size
     with device.autocast(args.precision):
         accuracy = evaluate(compiled, test_x, test_y, runtime, args.eval_batch_size,
                             max_batches=2 if args.compile_only else 0)  # fmt: skip
     metrics.eval(step=step, accuracy=accuracy)
     metrics.close()
     summary: dict[str, object] = {
-        "runtime": runtime.name,
+        **run_summary(args, metrics, runtime, layout.world_size, first_step, step, train_seconds, accuracy),
         "stack": boundary.STACK_NATIVE,
         "process_group_backend": device.backend,
-        "world_size": layout.world_size,
-        "steps": step,
-        "epochs": args.epochs,
-        "batch_size_per_rank": args.batch_size,
         "precision": args.precision,
-        "accuracy": round(accuracy, 5),
-        "samples_per_second": round(samples / train_seconds, 2) if train_seconds else 0.0,
-        "peak_flops": metrics.peak_flops,
-        "mfu": metrics.mfu(samples / train_seconds if train_seconds else None),
         "xla_compilations": 0,  # the XLA path's keys, kept so every reader of metrics.json reads both stacks
         "xla_cache_found": 0,
         "xla_cache_missing": 0,
         "compiled": bool(args.compile),
         **cache.summary(),
         "compile_cache": inductor_cache_counts() if args.compile and device.type == CPU else None,
-        "compile_only": args.compile_only,
-        "software": software_versions(),
     }
     finish(args, summary, metrics, model, runtime, layout.is_main)
     dist.barrier()  # every rank of the node has compiled: its mirror of a remote compile cache is complete

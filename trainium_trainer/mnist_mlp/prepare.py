@@ -16,7 +16,7 @@ import numpy as np
 from trainium_trainer import boundary
 from trainium_trainer.common import lean_exit
 from trainium_trainer.common import uri as uris
-from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.errors import BadInputError, job_main
 from trainium_trainer.mnist_mlp.idx import encode_idx
 
 log = logging.getLogger("trainer")
@@ -57,7 +57,7 @@ def prepare(output_uri: str, seed: int = 0) -> dict[str, object]:
     return manifest
 
 
-@exits_on_bad_input
+@job_main
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output-uri", default=os.environ.get(boundary.ENV_OUTPUT_URI))
@@ -65,7 +65,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.output_uri:
         raise BadInputError(f"--output-uri (or {boundary.ENV_OUTPUT_URI}) is required")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     prepare(args.output_uri, args.seed)
 
 

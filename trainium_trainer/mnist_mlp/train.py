@@ -29,7 +29,7 @@ from trainium_trainer.common import uri as uris
 from trainium_trainer.common.checkpoint import load_latest_checkpoint, save_checkpoint
 from trainium_trainer.common.device import Runtime, init_runtime, software_versions
 from trainium_trainer.common.distributed import init_distributed
-from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.errors import BadInputError, job_main
 from trainium_trainer.common.feed import EpochBatches, device_feed, feed_kind
 from trainium_trainer.common.metrics import TrainMetrics, mark_done
 from trainium_trainer.common.profile import StepProfiler
@@ -179,6 +179,26 @@ def train_metrics(args: argparse.Namespace, ranks: Ranks, is_main: bool, samples
                         progress_every_s=args.progress_every_s)  # fmt: skip
 
 
+def run_summary(args: argparse.Namespace, metrics: TrainMetrics, runtime: Runtime, world_size: int, first_step: int,
+                step: int, train_seconds: float, accuracy: float) -> dict[str, object]:  # fmt: skip
+    """The summary keys both stacks write alike (``metrics.json``: the DAG's evaluation and the registry read them);
+    throughput counts the steps from ``first_step`` (a resumed run's leaves out the steps before it)."""
+    samples = (step - first_step) * args.batch_size * world_size
+    return {
+        "runtime": runtime.name,
+        "world_size": world_size,
+        "steps": step,
+        "epochs": args.epochs,
+        "batch_size_per_rank": args.batch_size,
+        "accuracy": round(accuracy, 5),
+        "samples_per_second": round(samples / train_seconds, 2) if train_seconds else 0.0,
+        "peak_flops": metrics.peak_flops,
+        "mfu": metrics.mfu(samples / train_seconds if train_seconds else None),
+        "compile_only": args.compile_only,
+        "software": software_versions(),
+    }
+
+
 def finish(args: argparse.Namespace, summary: dict[str, object], metrics: TrainMetrics, model: MLP,
            runtime: Runtime, is_main: bool) -> None:  # fmt: skip
     """Log the summary; the main rank writes the model (not on a trial), ``metrics.json`` and ``_SUCCESS`` last."""
@@ -259,21 +279,12 @@ def train(args: argparse.Namespace) -> dict[str, object]:
     train_seconds += shuffled.waited_s  # a later epoch's gather that outlasted the epoch before it
     profiler.close()  # a run that ended inside the profiled steps still writes them
 
-    samples = (step - first_step) * args.batch_size * dist.world_size
     accuracy = evaluate(model, test_x, test_y, runtime, args.eval_batch_size, max_batches=2 if args.compile_only else 0)
     metrics.eval(step=step, accuracy=accuracy)
     metrics.close()
     cache = runtime.cache_counts()
     summary: dict[str, object] = {
-        "runtime": runtime.name,
-        "world_size": dist.world_size,
-        "steps": step,
-        "epochs": args.epochs,
-        "batch_size_per_rank": args.batch_size,
-        "accuracy": round(accuracy, 5),
-        "samples_per_second": round(samples / train_seconds, 2) if train_seconds else 0.0,
-        "peak_flops": metrics.peak_flops,
-        "mfu": metrics.mfu(samples / train_seconds if train_seconds else None),
+        **run_summary(args, metrics, runtime, dist.world_size, first_step, step, train_seconds, accuracy),
         "xla_compilations": runtime.compilations(),
         "xla_train_graphs": activity["compiled"],
         "xla_train_graphs_run": activity["executed"],
@@ -281,8 +292,6 @@ def train(args: argparse.Namespace) -> dict[str, object]:
         "xla_device_feed": feed_kind(runtime) if runtime.is_xla else None,
         "xla_cache_found": cache["found"],
         "xla_cache_missing": cache["missing"],
-        "compile_only": args.compile_only,
-        "software": software_versions(),
     }
     finish(args, summary, metrics, model, runtime, dist.is_main)
     dist.barrier()
@@ -301,9 +310,8 @@ def save_model(model: MLP, runtime: Runtime, output_uri: str, in_features: int) 
     )
 
 
-@exits_on_bad_input
+@job_main
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
     if selected_stack() == boundary.STACK_NATIVE:
         from trainium_trainer.mnist_mlp import native_train

@@ -26,7 +26,7 @@ from typing import Any
 from trainium_trainer import boundary
 from trainium_trainer.common import lean_exit, mirror
 from trainium_trainer.common import uri as uris
-from trainium_trainer.common.errors import BadInputError, exits_on_bad_input
+from trainium_trainer.common.errors import BadInputError, job_main
 from trainium_trainer.common.inputs import check_input
 from trainium_trainer.common.stream import add_stream_args
 
@@ -277,9 +277,8 @@ def _version(name: str) -> str | None:
         return None
 
 
-@exits_on_bad_input
+@job_main
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
     check_input("--base-model-uri", args.base_model_uri)
     check_input("--data-uri", args.data_uri)
