@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,38 @@ def moto_requests(
 
     yield recorded
     requests.post(f"{moto_reset}/moto-api/recorder/stop-recording", timeout=10).raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def llama_data_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A small synthetic Llama data set with its own newly trained tokenizer, made once per test module: what
+    the Llama, TorchTitan and stream tests train on (both stacks; the import waits for the fixture's use)."""
+    from trainium_trainer.llama.data import prepare
+
+    root = tmp_path_factory.mktemp("llama-data")
+    prepare(str(root / "data"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
+            train_new_tokenizer=True)  # fmt: skip
+    return str(root / "data")
+
+
+def trainer_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """For a fixture (``yield from``): the AWS_* environment a trainer gets, pointing at the moto server of the
+    ``aws_moto`` connection, and a bucket ``runs`` there; yields an S3 client. fsspec's cached S3 clients are
+    dropped on the way in (a fresh one sees this test's environment) and out."""
+    import boto3
+    import fsspec
+
+    from tests.conftest import MOTO_REGION
+
+    endpoint = json.loads(os.environ["AIRFLOW_CONN_AWS_MOTO"])["extra"]["endpoint_url"]
+    for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": MOTO_REGION}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    fsspec.filesystem("s3").clear_instance_cache()
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=MOTO_REGION)
+    client.create_bucket(Bucket="runs")
+    yield client
+    fsspec.filesystem("s3").clear_instance_cache()
 
 
 def calls(recorded: list[dict[str, Any]], *, path: str | None = None, target: str | None = None) -> int:

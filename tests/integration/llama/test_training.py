@@ -13,7 +13,6 @@ from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 from trainium_trainer.common.stream import read_records
-from trainium_trainer.llama.data import prepare
 
 STEPS = 40
 #: Resumed vs uninterrupted final loss. Both runs execute the same XLA graphs on the same inputs with the
@@ -21,21 +20,13 @@ STEPS = 40
 RESUME_TOLERANCE = 1e-4
 
 
-@pytest.fixture(scope="module")
-def data_uri(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("llama-data")
-    prepare(str(root / "data"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
-            train_new_tokenizer=True)  # fmt: skip
-    return str(root / "data")
-
-
-def spec_for(tmp_path: Path, data_uri: str, out: str, *extra: str) -> JobSpec:
+def spec_for(tmp_path: Path, llama_data_uri: str, out: str, *extra: str) -> JobSpec:
     return JobSpec(
         name="llama",
         entry_point="trainium_trainer.llama.train",
         args=(
             "--data-uri",
-            data_uri,
+            llama_data_uri,
             "--max-steps",
             str(STEPS),
             "--log-every",
@@ -71,16 +62,18 @@ def metrics(tmp_path: Path, out: str) -> dict:
 
 
 @pytest.mark.slow
-def test_compile_then_train_then_kill_and_resume(tmp_path, data_uri):
+def test_compile_then_train_then_kill_and_resume(tmp_path, llama_data_uri):
     backend = LocalBackend(tmp_path / "state")
 
-    state, lines = run(backend, spec_for(tmp_path, data_uri, "trial", "--compile-only", "--max-steps", "10"), "trial")
+    state, lines = run(
+        backend, spec_for(tmp_path, llama_data_uri, "trial", "--compile-only", "--max-steps", "10"), "trial"
+    )
     assert state is JobState.SUCCEEDED, "\n".join(lines[-30:])
     trial = metrics(tmp_path, "trial")
     assert trial["xla_compilations"] > 0 and trial["xla_cache_missing"] == trial["xla_compilations"]
 
     full_ckpt = ("--checkpoint-uri", (tmp_path / "ckpt-full").as_uri())
-    state, lines = run(backend, spec_for(tmp_path, data_uri, "full", *full_ckpt), "full")
+    state, lines = run(backend, spec_for(tmp_path, llama_data_uri, "full", *full_ckpt), "full")
     assert state is JobState.SUCCEEDED, "\n".join(lines[-30:])
     full = metrics(tmp_path, "full")
     assert full["runtime"] == "xla" and full["world_size"] == 2 and full["steps"] == STEPS
@@ -107,14 +100,14 @@ def test_compile_then_train_then_kill_and_resume(tmp_path, data_uri):
         if "checkpoint step 10 ->" in line:
             backend.cancel(handle, "test: kill after the first checkpoint")
 
-    state, lines = run(backend, spec_for(tmp_path, data_uri, "killed", *killed_ckpt), "killed",
+    state, lines = run(backend, spec_for(tmp_path, llama_data_uri, "killed", *killed_ckpt), "killed",
                        kill_after_first_checkpoint)  # fmt: skip
     assert state is not JobState.SUCCEEDED
     assert not (tmp_path / "killed" / "_SUCCESS").exists()
     saved = json.loads((tmp_path / "ckpt-killed" / "latest.json").read_text())["step"]
     assert 10 <= saved < STEPS
 
-    state, lines = run(backend, spec_for(tmp_path, data_uri, "killed", *killed_ckpt), "resumed")
+    state, lines = run(backend, spec_for(tmp_path, llama_data_uri, "killed", *killed_ckpt), "resumed")
     assert state is JobState.SUCCEEDED, "\n".join(lines[-30:])
     resumed = metrics(tmp_path, "killed")
     assert resumed["resumed_from_step"] == saved and resumed["steps"] == STEPS

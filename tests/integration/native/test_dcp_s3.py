@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from tests.conftest import MOTO_REGION
+from tests.integration.conftest import trainer_s3
 from trainium_trainer.native import checkpoint
 
 
 @pytest.fixture
 def s3(aws_conn_id: str, monkeypatch: pytest.MonkeyPatch):
     """The AWS_* environment a trainer gets, pointing at the moto server, and a bucket."""
-    import boto3
-    import fsspec
-
-    endpoint = json.loads(os.environ["AIRFLOW_CONN_AWS_MOTO"])["extra"]["endpoint_url"]
-    for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": MOTO_REGION}.items():  # fmt: skip
-        monkeypatch.setenv(key, value)
-    fsspec.filesystem("s3").clear_instance_cache()
-    client = boto3.client("s3", endpoint_url=endpoint, region_name=MOTO_REGION)
-    client.create_bucket(Bucket="runs")
-    yield client
-    fsspec.filesystem("s3").clear_instance_cache()
+    yield from trainer_s3(monkeypatch)
 
 
 def test_shards_and_metadata_are_objects_and_load_back(s3):

@@ -17,19 +17,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trainium_trainer.llama.data import prepare
-
 REPO = Path(__file__).resolve().parents[3]
 STEPS = 8
 COMMON = ("--max-steps", str(STEPS), "--log-every", "1", "--batch-size", "4", "--warmup-steps", "2")
-
-
-@pytest.fixture(scope="module")
-def data_uri(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("llama-data")
-    prepare(str(root / "data"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
-            train_new_tokenizer=True)  # fmt: skip
-    return str(root / "data")
 
 
 def torchrun(ranks: int, *args: str, env: dict[str, str] | None = None) -> None:
@@ -46,11 +36,11 @@ def metrics(out: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_resumed_run_equals_uninterrupted_run(tmp_path, data_uri):
+def test_resumed_run_equals_uninterrupted_run(tmp_path, llama_data_uri):
     full, split = tmp_path / "full", tmp_path / "split"
-    torchrun(2, "--data-uri", data_uri, *COMMON, "--output-uri", str(full), "--checkpoint-uri",
+    torchrun(2, "--data-uri", llama_data_uri, *COMMON, "--output-uri", str(full), "--checkpoint-uri",
              str(tmp_path / "ckpt-full"), "--checkpoint-every", "4")  # fmt: skip
-    split_args = ("--data-uri", data_uri, *COMMON, "--output-uri", str(split), "--checkpoint-uri",
+    split_args = ("--data-uri", llama_data_uri, *COMMON, "--output-uri", str(split), "--checkpoint-uri",
                   str(tmp_path / "ckpt-split"), "--checkpoint-every", "4")  # fmt: skip
     torchrun(2, *split_args, "--stop-at-step", "4")
     assert not (split / "_SUCCESS").exists()
@@ -80,9 +70,9 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, data_uri):
     assert json.loads((ckpt / "latest.json").read_text()) == {"step": 8, "dir": "step-00000008"}
 
 
-def test_tensor_parallel_computes_what_one_process_does(tmp_path, data_uri):
+def test_tensor_parallel_computes_what_one_process_does(tmp_path, llama_data_uri):
     one, tp = tmp_path / "one", tmp_path / "tp"
-    args = ("--data-uri", data_uri, *COMMON, "--max-steps", "4")
+    args = ("--data-uri", llama_data_uri, *COMMON, "--max-steps", "4")
     torchrun(1, *args, "--output-uri", str(one))
     torchrun(2, *args, "--output-uri", str(tp), "--tensor-parallel-size", "2")
     single, parallel = metrics(one), metrics(tp)
@@ -98,7 +88,7 @@ def test_tensor_parallel_computes_what_one_process_does(tmp_path, data_uri):
         torch.testing.assert_close(weights_tp[name], tensor, rtol=1e-4, atol=1e-5)
 
 
-def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, data_uri):
+def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, llama_data_uri):
     """The output loads with ``from_pretrained`` and computes the run's eval loss; a fine-tune from it starts
     from those weights (its first loss is the exported model's on that step's batches)."""
     from transformers import AutoModelForCausalLM
@@ -106,11 +96,11 @@ def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, data_uri):
     from trainium_trainer.llama.train import DataOrder
 
     out, tuned = tmp_path / "out", tmp_path / "tuned"
-    torchrun(2, "--data-uri", data_uri, *COMMON, "--output-uri", str(out), env={"TRAINIUM_PEAK_FLOPS": "1e12"})
+    torchrun(2, "--data-uri", llama_data_uri, *COMMON, "--output-uri", str(out), env={"TRAINIUM_PEAK_FLOPS": "1e12"})
     summary = metrics(out)
     assert summary["peak_flops"] == 2e12 and all(r["mfu"] is not None for r in summary["history"][1:])
     model = AutoModelForCausalLM.from_pretrained(out).eval()
-    data = Path(data_uri)
+    data = Path(llama_data_uri)
     eval_blocks = torch.from_numpy(np.concatenate([np.load(p) for p in sorted((data / "eval").glob("*.npy"))]))
     with torch.no_grad():
         logits = model(input_ids=eval_blocks).logits.float()
@@ -119,7 +109,7 @@ def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, data_uri):
     assert float(loss) == pytest.approx(summary["eval_loss"], abs=1e-4)
     assert (out / "_SUCCESS").exists() and (out / "tokenizer.json").exists()
 
-    torchrun(2, "--data-uri", data_uri, *COMMON, "--max-steps", "1", "--output-uri", str(tuned),
+    torchrun(2, "--data-uri", llama_data_uri, *COMMON, "--max-steps", "1", "--output-uri", str(tuned),
              "--base-model-uri", str(out))  # fmt: skip
     train = torch.from_numpy(np.concatenate([np.load(p) for p in sorted((data / "train").glob("*.npy"))]))
     with torch.no_grad():
@@ -128,9 +118,9 @@ def test_hugging_face_out_loads_and_fine_tunes_back_in(tmp_path, data_uri):
     assert metrics(tuned)["history"][0]["loss"] == pytest.approx(sum(first) / 2, abs=1e-5)
 
 
-def test_the_compile_trial_runs_the_real_steps_and_keeps_only_its_summary(tmp_path, data_uri):
+def test_the_compile_trial_runs_the_real_steps_and_keeps_only_its_summary(tmp_path, llama_data_uri):
     out, ckpt = tmp_path / "compile", tmp_path / "ckpt"
-    torchrun(2, "--data-uri", data_uri, "--compile-only", "--max-steps", "2", "--batch-size", "4",
+    torchrun(2, "--data-uri", llama_data_uri, "--compile-only", "--max-steps", "2", "--batch-size", "4",
              "--output-uri", str(out), "--checkpoint-uri", str(ckpt), "--checkpoint-every", "1")  # fmt: skip
     summary = metrics(out)
     assert summary["compile_only"] is True and summary["stack"] == "native" and summary["steps"] == 2

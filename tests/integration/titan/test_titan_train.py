@@ -19,18 +19,9 @@ pytest.importorskip("torchtitan")  # the native venv's; the main venv never coll
 import torch  # noqa: E402
 
 from tests.integration.native.test_dcp_s3 import s3  # noqa: E402, F401  (the fixture)
-from trainium_trainer.llama.data import prepare  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = 6
-
-
-@pytest.fixture(scope="module")
-def data_uri(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("titan-data")
-    prepare(str(root / "data"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
-            train_new_tokenizer=True)  # fmt: skip
-    return str(root / "data")
 
 
 def launcher(ranks: int, *args: str, tmpdir: Path | None = None, nodes: int = 1, node: int = 0,
@@ -81,11 +72,11 @@ def _free_port() -> int:
     return free_port()
 
 
-def test_torchtitan_trains_the_debug_model_on_two_gloo_ranks_and_exports_hugging_face(tmp_path, data_uri):
+def test_torchtitan_trains_the_debug_model_on_two_gloo_ranks_and_exports_hugging_face(tmp_path, llama_data_uri):
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "out"
-    done = torchrun(2, "--data-uri", data_uri, "--output-uri", str(out), "--flavor", "debugmodel", "--max-steps",
+    done = torchrun(2, "--data-uri", llama_data_uri, "--output-uri", str(out), "--flavor", "debugmodel", "--max-steps",
                     str(STEPS), "--batch-size", "4", "--log-every", "1", "--warmup-steps", "2")  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     summary = json.loads((out / "metrics.json").read_text())
@@ -105,7 +96,9 @@ def test_torchtitan_trains_the_debug_model_on_two_gloo_ranks_and_exports_hugging
 
     model = AutoModelForCausalLM.from_pretrained(out).eval()
     assert model.config.num_hidden_layers == 6 and model.config.hidden_size == 256
-    blocks = torch.from_numpy(np.concatenate([np.load(p) for p in sorted((Path(data_uri) / "eval").glob("*.npy"))]))
+    blocks = torch.from_numpy(
+        np.concatenate([np.load(p) for p in sorted((Path(llama_data_uri) / "eval").glob("*.npy"))])
+    )
     with torch.no_grad():
         logits = model(input_ids=blocks.long()).logits.float()
         loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
@@ -115,12 +108,12 @@ def test_torchtitan_trains_the_debug_model_on_two_gloo_ranks_and_exports_hugging
     assert (out / "_SUCCESS").exists() and (out / "tokenizer.json").exists()
 
 
-def test_a_retry_on_a_fresh_node_resumes_from_the_checkpoints_on_s3(tmp_path, data_uri, s3):  # noqa: F811
+def test_a_retry_on_a_fresh_node_resumes_from_the_checkpoints_on_s3(tmp_path, llama_data_uri, s3):  # noqa: F811
     """As on ECS or Batch: checkpoints go to an s3:// checkpoint_uri as TorchTitan saves them. The first try is
     cut short after step 2 (its later checkpoint removed, as if killed before saving it); the retry, on a node with
     an empty disk, pulls step 2 and trains on from there."""
     ckpt = "s3://runs/titan/ckpt"
-    common = ("--data-uri", data_uri, "--flavor", "debugmodel", "--max-steps", "4", "--batch-size", "2",
+    common = ("--data-uri", llama_data_uri, "--flavor", "debugmodel", "--max-steps", "4", "--batch-size", "2",
               "--log-every", "1", "--warmup-steps", "1", "--checkpoint-every", "2",
               "--checkpoint-uri", ckpt)  # fmt: skip
     first = torchrun(1, *common, "--output-uri", str(tmp_path / "first"), tmpdir=tmp_path / "node-a")
@@ -141,7 +134,7 @@ def test_a_retry_on_a_fresh_node_resumes_from_the_checkpoints_on_s3(tmp_path, da
     assert steps_on_s3() == {"step-2", "step-4"}
 
 
-def test_two_nodes_push_their_own_shards_and_rank_0_exports_them_all(tmp_path, data_uri, s3):  # noqa: F811
+def test_two_nodes_push_their_own_shards_and_rank_0_exports_them_all(tmp_path, llama_data_uri, s3):  # noqa: F811
     """A 2-node job with an s3:// checkpoint_uri, as on Batch, run by local compute: two launchers of one rank
     each on this machine, sharing its temporary folder. Each node mirrors into its own folder as on its own
     instance, so node 1's shards reach S3 because node 1 pushed them, and rank 0's model holds them because it
@@ -149,7 +142,7 @@ def test_two_nodes_push_their_own_shards_and_rank_0_exports_them_all(tmp_path, d
     from transformers import AutoModelForCausalLM
 
     ckpt = "s3://runs/titan/two-nodes"
-    common = ("--data-uri", data_uri, "--flavor", "debugmodel", "--max-steps", "4", "--batch-size", "2",
+    common = ("--data-uri", llama_data_uri, "--flavor", "debugmodel", "--max-steps", "4", "--batch-size", "2",
               "--log-every", "1", "--warmup-steps", "1", "--checkpoint-every", "2",
               "--checkpoint-uri", ckpt)  # fmt: skip
     machine, out = tmp_path / "machine-a", tmp_path / "first"

@@ -18,7 +18,6 @@ from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 from trainium_trainer.common import stream
-from trainium_trainer.llama.data import prepare
 
 STEPS = 30
 MAX_STEPS = 100_000  # never reached: the test ends the job once it has seen STEPS steps
@@ -28,23 +27,17 @@ PROGRESS = re.compile(
 )
 
 
-@pytest.fixture(scope="module")
-def data_uri(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("llama-data")
-    prepare(str(root / "data"), synthetic_date="2026-01-01", tokenizer_uri=str(root / "tokenizer.json"),
-            train_new_tokenizer=True)  # fmt: skip
-    return str(root / "data")
-
-
 @pytest.mark.slow
-def test_the_stream_is_readable_mid_run_and_the_task_log_shows_progress_with_eta(tmp_path: Path, data_uri) -> None:
+def test_the_stream_is_readable_mid_run_and_the_task_log_shows_progress_with_eta(
+    tmp_path: Path, llama_data_uri
+) -> None:
     out = (tmp_path / "out").as_uri()
     spec = JobSpec(
         name="llama",
         entry_point="trainium_trainer.llama.train",
         args=(
             "--data-uri",
-            data_uri,
+            llama_data_uri,
             "--preset",
             "tiny",
             "--max-steps",
