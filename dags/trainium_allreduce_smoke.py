@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import Param
 
-from airflow_provider_trainium.dag_kit import check_params_task, dag_args, job_layout
+from airflow_provider_trainium import dag_kit as kit
+from airflow_provider_trainium.dag_kit import params as p
 from airflow_provider_trainium.neuron.catalog import CATALOG
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
-from airflow_provider_trainium.params import image_param, layout_params
 
 MULTI_NODE_TYPES = sorted(name for name, it in CATALOG.items() if it.multi_node)
 #: Budget ceiling per job (USD): the most this DAG's own limits can bill, 64 nodes (the catalog's most) x
@@ -25,14 +25,13 @@ MULTI_NODE_TYPES = sorted(name for name, it in CATALOG.items() if it.multi_node)
 #: the form accepts fits it; a run may lower the budget, never raise or clear it.
 MAX_COST_USD_CEILING = 1145
 
-with DAG(
-    dag_id="trainium_allreduce_smoke",
-    description="N nodes all-reduce a tensor and check the sum: validates a cluster before a long run",
-    schedule=None,
-    tags=["trainium", "smoke"],
-    **dag_args(retries=0),
+with kit.trainium_dag(
+    "trainium_allreduce_smoke",
+    "N nodes all-reduce a tensor and check the sum: validates a cluster before a long run",
+    tags=["smoke"],
+    retries=0,
     params={
-        **layout_params(
+        **p.layout_params(
             "trn1.32xlarge",
             2,
             instance_types=MULTI_NODE_TYPES,
@@ -42,14 +41,14 @@ with DAG(
             max_cost_usd_ceiling=MAX_COST_USD_CEILING,
         ),
         "bandwidth_mb": Param(16, type="number", minimum=0, maximum=4096, description="timed all-reduce size"),
-        "image": image_param(),
+        "image": p.image_param(),
     },
 ) as dag:
-    allreduce = TrainiumJobOperator(
+    check_layout = kit.check_params_task("trainium_trainer.allreduce", task_id="check_layout")
+    check_layout >> TrainiumJobOperator(
         task_id="allreduce",
         entry_point="trainium_trainer.allreduce",
         job_args=["--bandwidth-mb", "{{ params.bandwidth_mb }}"],
-        **job_layout(),
+        **kit.job_layout(),
         execution_timeout=timedelta(minutes=30),
     )
-    check_params_task("trainium_trainer.allreduce", task_id="check_layout") >> allreduce

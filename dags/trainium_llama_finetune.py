@@ -18,19 +18,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import Param
 
 from airflow_provider_trainium import dag_kit as kit
 from airflow_provider_trainium.dag_kit import RUNTIME_ENV, planned
+from airflow_provider_trainium.dag_kit import params as p
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
-from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
-from airflow_provider_trainium.params import (
-    image_param,
-    layout_params,
-    runtime_param,
-    tensor_parallel_param,
-    training_params,
-)
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
@@ -55,10 +48,7 @@ MAX_COST_USD_CEILING = 27_464
 
 LAYOUT = kit.job_layout(workload="llm", env=RUNTIME_ENV)
 TRAIN_ARGS = [
-    "--data-uri",
-    planned("data_uri"),
-    "--base-model-uri",
-    planned("base_model_uri"),
+    *kit.planned_args("data_uri", "base_model_uri"),
     *kit.param_args("max_steps", "batch_size", "learning_rate"),
     "--warmup-steps",
     "2",
@@ -74,8 +64,8 @@ def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping
     install the unpaused DAG must not fail every day; a person's manual run fails, naming what to do."""
     from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSkipException
 
+    from airflow_provider_trainium.dag_kit.params import check_input_param
     from airflow_provider_trainium.neuron.spec_key import finetune_spec_key
-    from airflow_provider_trainium.params import check_input_param
     from airflow_provider_trainium.registry import IntegrityError, NotFoundError
 
     start = context.get("data_interval_start") or context["dag_run"].run_after
@@ -139,16 +129,15 @@ def gate_verdict(result: dict[str, Any], plan: dict[str, Any], registered: dict[
     )
 
 
-with DAG(
-    dag_id="trainium_llama_finetune",
-    description="Fine-tune the Llama model on each day's instructions; promote it when it beats its base",
+with kit.trainium_dag(
+    "trainium_llama_finetune",
+    "Fine-tune the Llama model on each day's instructions; promote it when it beats its base",
     schedule="@daily",
     max_active_runs=2,
-    tags=["trainium", "llama"],
-    **kit.dag_args(),
+    tags=["llama"],
     params={
-        **layout_params(max_cost_usd_ceiling=MAX_COST_USD_CEILING),
-        "tensor_parallel_size": tensor_parallel_param(),
+        **p.layout_params(max_cost_usd_ceiling=MAX_COST_USD_CEILING),
+        "tensor_parallel_size": p.tensor_parallel_param(),
         "base_model": Param(
             "llama-pretrain@latest",
             type="string",
@@ -163,9 +152,9 @@ with DAG(
             description="the interval's instruction JSONL; '{ds}' becomes the interval date. None: synthetic",
         ),
         "synthetic_records": Param(200, type="integer", minimum=1, maximum=10_000_000),
-        **training_params(max_steps=30, batch_size=8, learning_rate=1e-3, checkpoint_every=10),
-        "runtime": runtime_param(),
-        "image": image_param(),
+        **p.training_params(max_steps=30, batch_size=8, learning_rate=1e-3, checkpoint_every=10),
+        "runtime": p.runtime_param(),
+        "image": p.image_param(),
     },
 ) as dag:
     prepare_data = TrainiumJobOperator(
@@ -220,34 +209,15 @@ with DAG(
         **kit.planned_training_uris(),
         execution_timeout=timedelta(hours=12),
     )
-    evaluate = TrainiumJobOperator(
-        task_id="evaluate",
-        entry_point="trainium_trainer.llama.evaluate",
-        job_args=[
-            "--model-uri",
-            kit.output_of("finetune"),
-            "--base-model-uri",
-            planned("reference_uri"),
-            "--data-uri",
-            planned("holdout_uri"),
-            "--batch-size",
-            "{{ params.batch_size }}",
-            "--min-improvement",
-            str(MIN_IMPROVEMENT),
-        ],
-        output_uri=planned("eval_uri"),
-        **kit.job_layout(single_node=True, env=RUNTIME_ENV),
+    evaluate = kit.evaluate_llama(
+        "finetune",
+        min_improvement=MIN_IMPROVEMENT,
+        reference_key="reference_uri",
+        data_key="holdout_uri",
+        env=RUNTIME_ENV,
     )
-    register = TrainiumRegisterModelOperator(
-        task_id="register",
-        model_name=MODEL_NAME,
-        source_uri=kit.output_of("finetune"),
-        register_failed_models=True,  # every interval's model is kept; the gate below decides what becomes latest
-        dataset_uri=planned("data_uri"),
-        checkpoint_uri=planned("checkpoint_uri"),
-        base_model="{{ params.base_model }}",
-        image=kit.IMAGE_FROM_PARAMS,
-        holdout_task_id="prepare_holdout",
+    register = kit.register_llama_model(
+        MODEL_NAME, "finetune", base_model="{{ params.base_model }}", holdout_task_id="prepare_holdout"
     )
 
     promote = kit.promote_latest(

@@ -8,20 +8,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import Param
 
-from airflow_provider_trainium.dag_kit import (
-    IMAGE_FROM_PARAMS,
-    check_params_task,
-    compile_then_train,
-    dag_args,
-    job_layout,
-    output_of,
-    param_args,
-)
+from airflow_provider_trainium import dag_kit as kit
+from airflow_provider_trainium.dag_kit import output_of, param_args
+from airflow_provider_trainium.dag_kit import params as p
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
-from airflow_provider_trainium.params import image_param, layout_params
 
 #: Promotion gate: fixed here by the DAG's author, never by a run's conf.
 MIN_ACCURACY = 0.9
@@ -37,57 +30,48 @@ DATA_URI = output_of("prepare_data")
 MODEL_URI = output_of("train")
 TRAIN_ARGS = ["--data-uri", DATA_URI, *param_args("epochs", "batch_size", "learning_rate"), "--momentum", "0.9"]
 
-with DAG(
-    dag_id="trainium_mnist_mlp",
-    description="Train the MNIST MLP on Trainium (or locally) and register it",
-    schedule=None,
+with kit.trainium_dag(
+    "trainium_mnist_mlp",
+    "Train the MNIST MLP on Trainium (or locally) and register it",
+    tags=["example"],
     max_active_runs=1,
-    tags=["trainium", "example"],
-    **dag_args(),
     params={
-        **layout_params(max_cost_usd_ceiling=MAX_COST_USD_CEILING),
+        **p.layout_params(max_cost_usd_ceiling=MAX_COST_USD_CEILING),
         "epochs": Param(5, type="integer", minimum=1, maximum=100),
         "batch_size": Param(32, type="integer", minimum=1, maximum=4096, description="per NeuronCore"),
         "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=10),
-        "image": image_param(),
+        "image": p.image_param(),
     },
 ) as dag:
     prepare_data = TrainiumJobOperator(
         task_id="prepare_data",
         entry_point="trainium_trainer.mnist_mlp.prepare",
         job_args=["--seed", "0"],
-        **job_layout(single_node=True, instance_type=None),
+        **kit.job_layout(single_node=True, instance_type=None),
     )
-    compile_graphs, train = compile_then_train(
+    compile_graphs, train = kit.compile_then_train(
         entry_point="trainium_trainer.mnist_mlp.train",
         job_args=TRAIN_ARGS,
-        layout=job_layout(),
+        layout=kit.job_layout(),
         execution_timeout=timedelta(hours=2),
     )
     evaluate = TrainiumJobOperator(
         task_id="evaluate",
         entry_point="trainium_trainer.mnist_mlp.evaluate",
-        job_args=[
-            "--model-uri",
-            MODEL_URI,
-            "--data-uri",
-            DATA_URI,
-            "--min-accuracy",
-            str(MIN_ACCURACY),
-        ],  # fmt: skip
-        **job_layout(single_node=True),
+        job_args=["--model-uri", MODEL_URI, "--data-uri", DATA_URI, "--min-accuracy", str(MIN_ACCURACY)],
+        **kit.job_layout(single_node=True),
     )
     register = TrainiumRegisterModelOperator(
         task_id="register",
         model_name="mnist-mlp",
         source_uri=MODEL_URI,  # registered only with the evaluate job's passing verdict for these very files
         dataset_uri=DATA_URI,
-        image=IMAGE_FROM_PARAMS,
+        image=kit.IMAGE_FROM_PARAMS,
         promote_alias="latest",
         promote_manual_runs=PROMOTE_MANUAL_RUNS,
     )
     (
-        check_params_task("trainium_trainer.mnist_mlp.train")
+        kit.check_params_task("trainium_trainer.mnist_mlp.train")
         >> prepare_data
         >> compile_graphs
         >> train

@@ -1,10 +1,11 @@
 """The pieces every Trainium DAG repeats, so a DAG file reads like its pipeline diagram.
 
-* ``templates``: ``dag_args``, ``param_args``, the DAG arguments every Trainium DAG shares and trainer flags from
-  run params; ``job_layout``, the operator arguments that put a job where the run params say (compute, instance
-  type, nodes, image); ``planned(key)``, ``output_of(task_id)``, ``compile_cache_of(task_id)``: the run plan's
-  values, another job task's output (compile cache) for this run, derived from the run's identity and the DAG's
-  layout, checked against its XCom (``operators.run_outputs``).
+* ``templates``: ``trainium_dag``, ``dag_args``, ``param_args``: a Trainium DAG, the DAG arguments every one
+  shares and trainer flags from run params; ``job_layout``, the operator arguments that put a job where the run
+  params say (compute, instance type, nodes, image); ``planned(key)`` (``planned_args``: as trainer flags),
+  ``output_of(task_id)``, ``compile_cache_of(task_id)``: the run plan's values, another job task's output (compile
+  cache) for this run, derived from the run's identity and the DAG's layout, checked against its XCom
+  (``operators.run_outputs``).
 * ``plan``: the run plan the first task returns and writes as a record under the run's prefix; later tasks read
   the record, checked against the XCom.
 * ``checks``: ``check_run``, which refuses a bad layout, an untrusted image or an input outside the allowed
@@ -15,7 +16,10 @@
   training step on the same layout, the cache wired through).
 * ``gates``: ``evaluation_gate_task``, ``promote_latest``: promote a registered model only when the evaluation
   job's verdict record passed its very files (``registry.verdict``), whatever the task states say.
-* ``llama``: ``prepare_llama_data``, the Llama data job (corpus -> tokenizer + blocks) at the plan's URIs.
+* ``llama``: the Llama recipe: ``image_then_data`` (the image build when needed, then ``prepare_llama_data``, the
+  data job: corpus -> tokenizer + blocks at the plan's URIs), ``evaluate_llama`` (held-out loss against a
+  reference; ``beats_untrained``, a pretraining gate's log line), ``register_llama_model`` (every run's model kept;
+  the gate decides ``latest``), ``pretrain_plan`` (a pretraining run's URIs).
 * ``helpers``: for task bodies (``trainium_config``, ``run_prefix``, ``stage_uris``, ``read_evaluation``,
   ``resolve_model``), so DAG code never reaches into the provider's internals.
 * ``params``: the run params the DAGs declare, with their JSON Schema; imported on its own
@@ -35,7 +39,14 @@ from airflow_provider_trainium.dag_kit.helpers import (
     stage_uris,
     trainium_config,
 )
-from airflow_provider_trainium.dag_kit.llama import prepare_llama_data
+from airflow_provider_trainium.dag_kit.llama import (
+    beats_untrained,
+    evaluate_llama,
+    image_then_data,
+    prepare_llama_data,
+    pretrain_plan,
+    register_llama_model,
+)
 from airflow_provider_trainium.dag_kit.plan import (
     PLAN_RECORD,
     PLAN_TASK_ID,
@@ -52,6 +63,7 @@ from airflow_provider_trainium.dag_kit.tasks import (
 )
 from airflow_provider_trainium.dag_kit.templates import (
     FLAG_NAMES,
+    IMAGE_BUILT_OR_FROM_PARAMS,
     IMAGE_FROM_PARAMS,
     RUNTIME_ENV,
     compile_cache_of,
@@ -60,24 +72,30 @@ from airflow_provider_trainium.dag_kit.templates import (
     output_of,
     param_args,
     planned,
+    planned_args,
     planned_training_uris,
+    trainium_dag,
 )
 
 __all__ = [
     "FLAG_NAMES",
+    "IMAGE_BUILT_OR_FROM_PARAMS",
     "IMAGE_FROM_PARAMS",
     "PLAN_RECORD",
     "PLAN_TASK_ID",
     "RUNTIME_ENV",
     "PlanFunction",
+    "beats_untrained",
     "check_params_task",
     "check_run",
     "compile_cache_of",
     "compile_then_train",
     "dag_args",
+    "evaluate_llama",
     "evaluation_gate_task",
     "has_data_task",
     "image_branch_task",
+    "image_then_data",
     "is_manual_run",
     "job_layout",
     "local_trainer_problem",
@@ -87,14 +105,18 @@ __all__ = [
     "plan_record",
     "plan_record_uri",
     "planned",
+    "planned_args",
     "planned_training_uris",
     "preflight",
     "prepare_llama_data",
+    "pretrain_plan",
     "promote_latest",
+    "register_llama_model",
     "read_evaluation",
     "resolve_model",
     "run_prefix",
     "stage_uris",
     "trainium_config",
+    "trainium_dag",
     "write_plan_record",
 ]

@@ -7,7 +7,7 @@ Everything a helper needs beyond the connection's name loads when it is called, 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from trainium_trainer import boundary
@@ -65,6 +65,12 @@ def read_evaluation(context: Mapping[str, Any], evaluation_task_id: str = "evalu
     return artifacts.read_json(f"{where.rstrip('/')}/{boundary.EVALUATION_FILE}")
 
 
+@overload
+def resolve_model(
+    ref: str, *, missing_ok: Literal[False] = False, trainium_conn_id: str = DEFAULT_CONN_ID
+) -> ModelVersion: ...
+@overload
+def resolve_model(ref: str, *, missing_ok: bool, trainium_conn_id: str = DEFAULT_CONN_ID) -> ModelVersion | None: ...
 def resolve_model(
     ref: str, *, missing_ok: bool = False, trainium_conn_id: str = DEFAULT_CONN_ID
 ) -> ModelVersion | None:

@@ -9,14 +9,20 @@ and a run's conf cannot point a task elsewhere.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow_provider_trainium.dag_kit.helpers import fail_on_mismatch
 from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID, plan_record
 from trainium_trainer import boundary
 
+if TYPE_CHECKING:
+    from airflow.sdk import DAG
+
 #: The run's ``image`` param, or none (the connection's image).
 IMAGE_FROM_PARAMS = "{{ params.image or '' }}"
+#: The run's ``image`` param, else the image this run's ``build_image`` task built (``llama.image_then_data``), else
+#: none (the connection's image).
+IMAGE_BUILT_OR_FROM_PARAMS = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
 #: Passes the ``runtime`` param (``runtime_param``) to the trainer; ``auto`` lets it choose.
 RUNTIME_ENV = {boundary.ENV_RUNTIME: "{{ '' if params.runtime == 'auto' else params.runtime }}"}
 
@@ -39,7 +45,19 @@ def compile_cache_of(task_id: str) -> str:
     return "{{ trainium_compile_cache('" + task_id + "') }}"
 
 
-def planned_training_uris(task_id: str = PLAN_TASK_ID) -> dict[str, str]:
+class TrainingUris(TypedDict):
+    """Where a training step writes its model and its checkpoints."""
+
+    output_uri: str
+    checkpoint_uri: str
+
+
+def planned_args(*keys: str, task_id: str = PLAN_TASK_ID) -> list[str]:
+    """Trainer flags for run plan values, in order: ``data_uri`` -> ``["--data-uri", planned("data_uri")]``."""
+    return [arg for key in keys for arg in ("--" + key.replace("_", "-"), planned(key, task_id))]
+
+
+def planned_training_uris(task_id: str = PLAN_TASK_ID) -> TrainingUris:
     """The training step's ``output_uri`` and ``checkpoint_uri`` from a plan laid out with ``stage_uris``."""
     return {"output_uri": planned("model_uri", task_id), "checkpoint_uri": planned("checkpoint_uri", task_id)}
 
@@ -80,6 +98,26 @@ def dag_args(*, retries: int = 1, start_date: datetime = datetime(2026, 1, 1)) -
     if retries:
         args["default_args"] = {"retries": retries, "retry_delay": timedelta(seconds=10)}
     return args
+
+
+def trainium_dag(
+    dag_id: str,
+    description: str,
+    *,
+    tags: list[str],
+    params: dict[str, Any],
+    schedule: str | None = None,
+    max_active_runs: int | None = None,
+    retries: int = 1,
+) -> DAG:
+    """A Trainium DAG, manual (``schedule=None``) unless told: tagged ``trainium`` and ``tags``, with ``dag_args``.
+    ``max_active_runs`` None keeps Airflow's default."""
+    from airflow.sdk import DAG
+
+    kwargs: dict[str, Any] = {"description": description, "schedule": schedule, "tags": ["trainium", *tags]}
+    if max_active_runs is not None:
+        kwargs["max_active_runs"] = max_active_runs
+    return DAG(dag_id=dag_id, params=params, **kwargs, **dag_args(retries=retries))
 
 
 def param_args(*names: str) -> list[str]:

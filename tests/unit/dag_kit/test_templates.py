@@ -56,3 +56,28 @@ def test_a_templated_output_is_re_derived_and_an_edited_xcom_fails_naming_both(r
     with pytest.raises(AirflowFailException) as err:
         register.render_template(templates.output_of("train"), context)
     assert "file:///tmp/planted" in str(err.value) and rendered in str(err.value)
+
+
+def test_planned_args_are_trainer_flags_for_plan_values_in_order() -> None:
+    from airflow_provider_trainium.dag_kit.templates import planned, planned_args
+
+    assert planned_args("data_uri", "base_model_uri") == [
+        "--data-uri",
+        planned("data_uri"),
+        "--base-model-uri",
+        planned("base_model_uri"),
+    ]
+
+
+def test_trainium_dag_is_manual_tagged_and_keeps_airflows_run_limit_unless_told() -> None:
+    from airflow_provider_trainium.dag_kit.templates import trainium_dag
+
+    with trainium_dag("one", "d", tags=["smoke"], params={}, retries=0) as plain:
+        pass
+    with trainium_dag("two", "d", tags=[], params={}, schedule="@daily", max_active_runs=2) as daily:
+        pass
+    assert (plain.schedule, set(plain.tags), plain.description) == (None, {"trainium", "smoke"}, "d")
+    assert plain.max_active_runs == DAG("bare", schedule=None).max_active_runs  # Airflow's default
+    assert "retries" not in plain.default_args and daily.default_args["retries"] == 1
+    assert (daily.schedule, daily.max_active_runs, daily.catchup) == ("@daily", 2, False)
+    assert "trainium_plan" in (daily.user_defined_macros or {})
