@@ -66,6 +66,15 @@ def trainer_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     fsspec.filesystem("s3").clear_instance_cache()
 
 
+@pytest.fixture
+def artifact_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test's tmp_path as the artifact root of ``trainium_default`` (defined through the environment)."""
+    from tests.conftest import set_trainium_connection
+
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
+    return tmp_path
+
+
 def calls(recorded: list[dict[str, Any]], *, path: str | None = None, target: str | None = None) -> int:
     """How many recorded requests went to a REST ``path`` (Batch) or a JSON ``X-Amz-Target`` action (ECS)."""
     count = 0

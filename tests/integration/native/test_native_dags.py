@@ -11,28 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.dag_runs import get_dag
+
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 NATIVE = {"compute": "local", "stack": "native", "instance_type": "trn2.48xlarge", "max_steps": 10,
           "log_every": 5, "checkpoint_every": 5}  # fmt: skip
 
 
-@pytest.fixture
-def artifact_root(tmp_path, monkeypatch):
-    conn = json.dumps({"conn_type": "trainium", "extra": {"artifact_root": tmp_path.as_uri()}})
-    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", conn)
-    return tmp_path
-
-
 @pytest.mark.slow
 def test_pretrain_dag_on_the_native_stack_registers_a_version_from_pretrained_loads(artifact_root):
-    from airflow.dag_processing.dagbag import DagBag
     from transformers import AutoModelForCausalLM
 
     from airflow_provider_trainium.registry import ModelRegistry
 
-    bag = DagBag(dag_folder=str(DAGS))
-    assert bag.import_errors == {}
-    run = bag.get_dag("trainium_llama_pretrain").test(run_conf=NATIVE)
+    run = get_dag("trainium_llama_pretrain").test(run_conf=NATIVE)
     assert str(run.state) == "success"
     model = ModelRegistry(artifact_root.as_uri()).get_version("llama-pretrain", 1)
     metrics = model.metrics

@@ -12,17 +12,12 @@ import pytest
 
 pytest.importorskip("torchtitan")  # the native venv's; the main venv never collects this folder
 
+from tests.dag_runs import get_dag  # noqa: E402
+
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 DAG_FILE = DAGS / "trainium_titan_pretrain.py"
 CONF = {"compute": "local", "instance_type": "trn2.48xlarge", "max_steps": 10, "log_every": 5,
         "checkpoint_every": 5, "batch_size": 4}  # fmt: skip
-
-
-@pytest.fixture
-def artifact_root(tmp_path, monkeypatch):
-    conn = json.dumps({"conn_type": "trainium", "extra": {"artifact_root": tmp_path.as_uri()}})
-    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", conn)
-    return tmp_path
 
 
 def test_the_dag_offers_exactly_the_flavours_the_titan_trainer_runs():
@@ -35,15 +30,12 @@ def test_the_dag_offers_exactly_the_flavours_the_titan_trainer_runs():
 
 @pytest.mark.slow
 def test_titan_dag_trains_with_torchtitan_and_registers_a_version_from_pretrained_loads(artifact_root):
-    from airflow.dag_processing.dagbag import DagBag
     from transformers import AutoModelForCausalLM
 
     from airflow_provider_trainium.registry import ModelRegistry
     from trainium_trainer.common.uri import local_path
 
-    bag = DagBag(dag_folder=str(DAGS))
-    assert bag.import_errors == {}
-    dag = bag.get_dag("trainium_titan_pretrain")
+    dag = get_dag("trainium_titan_pretrain")
     assert "compile" not in dag.task_ids  # TorchTitan runs eager: no graph cache to warm
     run = dag.test(run_conf=CONF)
     assert str(run.state) == "success"
