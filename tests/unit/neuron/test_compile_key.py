@@ -47,7 +47,11 @@ def test_graph_shapes_layout_flags_and_compiler_change_the_key():
     assert inputs["processes_per_node"] == 32 and inputs["nodes"] == 4
 
 
-def test_record_round_trip_and_sensor_poke(tmp_path):
+def test_record_round_trip_and_sensor_poke(tmp_path, monkeypatch):
+    from airflow_provider_trainium import compile_manifest
+    from tests.conftest import set_trainium_connection
+
+    set_trainium_connection(monkeypatch, artifact_root=tmp_path.as_uri())
     cache = tmp_path.as_uri() + "/cache"
     assert read_key_record(cache, "abc") is None
     sensor = TrainiumCompileCacheSensor(task_id="wait", compile_cache_uri=cache, cache_key="abc")
@@ -55,5 +59,7 @@ def test_record_round_trip_and_sensor_poke(tmp_path):
     write_key_record(cache, "abc", {"key": "abc", "metrics": {"xla_compilations": 5}}, None)
     assert key_record_uri(cache, "abc").endswith("/cache/keys/abc.json")
     assert read_key_record(cache, "abc")["metrics"] == {"xla_compilations": 5}
+    assert sensor.poke({}).is_done is False  # a key record alone: any job could have written it
+    compile_manifest.record(tmp_path.as_uri(), cache, {"task_id": "compile"}, key="abc")
     poked = sensor.poke({})
     assert poked.is_done is True and poked.xcom_value["key"] == "abc"
