@@ -80,15 +80,13 @@ def _file_entries(root: str) -> dict[str, dict[str, Any]]:
             if os.path.islink(path):
                 entries[relative] = {"link": os.readlink(path)}
                 continue
-            digest, size = hashlib.sha256(), 0
             try:
                 with open(path, "rb") as stream:
-                    for block in iter(lambda: stream.read(1 << 20), b""):
-                        digest.update(block)
-                        size += len(block)
+                    digest = hashlib.file_digest(stream, "sha256").hexdigest()
+                    size = os.fstat(stream.fileno()).st_size
             except FileNotFoundError:  # removed while listed (a lock file): not there
                 continue
-            entries[relative] = {"sha256": digest.hexdigest(), "size": size}
+            entries[relative] = {"sha256": digest, "size": size}
     return entries
 
 
