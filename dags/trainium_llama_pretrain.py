@@ -42,7 +42,7 @@ TRAIN_ARGS = [
 ]
 
 
-run_plan = kit.pretrain_plan("llama", "pretrain")
+run_plan = kit.pretrain_plan("llama", "pretrain", tokenizer_file="tokenizer.json")
 
 with kit.trainium_dag(
     "trainium_llama_pretrain",

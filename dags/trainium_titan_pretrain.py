@@ -55,7 +55,7 @@ TRAIN_ARGS = [
 ]
 
 
-run_plan = kit.pretrain_plan("llama", "titan")
+run_plan = kit.pretrain_plan("llama", "titan", tokenizer_file="tokenizer.json")
 
 with kit.trainium_dag(
     "trainium_titan_pretrain",

@@ -33,13 +33,14 @@ if TYPE_CHECKING:
 EVALUATE_ENTRY_POINT = "trainium_trainer.llama.evaluate"
 
 
-def pretrain_plan(*parts: str) -> PlanFunction:
+def pretrain_plan(*parts: str, tokenizer_file: str) -> PlanFunction:
     """The run plan of a pretraining DAG: this run's URIs under ``<artifact root>/<parts...>/<run key>``
-    (``stage_uris``), and the tokenizer the data step trains at ``<data_uri>/tokenizer.json``."""
+    (``stage_uris``), and ``tokenizer_uri``, where the data step trains the tokenizer: ``<data_uri>/<tokenizer_file>``
+    (the file name comes from the DAG: the provider names no file the trainer also names, but ``boundary``'s)."""
 
     def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
-        prefix = run_prefix(config, *parts, run_id=context["run_id"])
-        return {**stage_uris(prefix), "tokenizer_uri": f"{prefix}/data/tokenizer.json"}
+        uris = stage_uris(run_prefix(config, *parts, run_id=context["run_id"]))
+        return {**uris, "tokenizer_uri": f"{uris['data_uri']}/{tokenizer_file}"}
 
     run_plan.__doc__ = f"This run's URIs under ``<artifact root>/{'/'.join(parts)}/<run key>``."
     return run_plan

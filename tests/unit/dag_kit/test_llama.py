@@ -59,7 +59,7 @@ def test_register_llama_model_keeps_every_runs_model_with_its_data_and_checkpoin
 
 def test_pretrain_plan_puts_a_run_under_its_key_and_the_gate_line_names_the_threshold():
     config = cast("TrainiumConfig", SimpleNamespace(artifact_root="file:///art/"))
-    plan = llama.pretrain_plan("llama", "titan")({}, config, {"run_id": "manual__1"})
+    plan = llama.pretrain_plan("llama", "titan", tokenizer_file="tokenizer.json")({}, config, {"run_id": "manual__1"})
     prefix = plan["data_uri"].removesuffix("/data")
     assert prefix.startswith("file:///art/llama/titan/") and "/" not in prefix.removeprefix("file:///art/llama/titan/")
     assert plan["tokenizer_uri"] == f"{plan['data_uri']}/tokenizer.json"
