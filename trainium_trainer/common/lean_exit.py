@@ -6,9 +6,10 @@ Trainium node that is a second per rank; on a laptop or a CI machine running hun
 it is minutes of nothing.
 
 ``run(main)`` does what interpreter shutdown does that a job's results can depend on, in the same order: it
-joins the threads that are not daemons, runs the ``atexit`` handlers (logging's flush, multiprocessing's children,
-torch's), flushes every file still open, then leaves with ``main``'s status. Only a normal end takes this path: an
-exception (a ``SystemExit`` whose code is not a number among them) takes Python's own exit, traceback and all.
+stops thread pools and joins the threads that are not daemons, runs the ``atexit`` handlers (logging's flush,
+multiprocessing's children, torch's), flushes every file still open, then leaves with ``main``'s status. Only a
+normal end takes this path: an exception (a ``SystemExit`` whose code is not a number among them) takes Python's
+own exit, traceback and all.
 """
 
 from __future__ import annotations
@@ -40,12 +41,13 @@ def run(main: Callable[[], object]) -> None:
 
 def leave(status: int) -> NoReturn:
     """End the process with ``status`` after shutdown's side effects, without the module teardown."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # the interpreter's own first step: threading's exit hooks (concurrent.futures tells its pool workers to
+    # stop there: torch's async compile leaves such a pool) and then the join of every thread not a daemon
+    threading._shutdown()  # type: ignore[attr-defined]  # private, and what Py_FinalizeEx itself calls
     atexit._run_exitfuncs()
     for stream in gc.get_objects():  # what the teardown would have flushed when it freed the file objects
-        if isinstance(stream, io.IOBase):
+        # type(), not isinstance(): a weak proxy among the objects would be dereferenced, and may be dead
+        if issubclass(type(stream), io.IOBase):
             with contextlib.suppress(Exception):  # closed, detached or a broken pipe: nothing to keep
                 if not stream.closed:
                     stream.flush()

@@ -13,19 +13,23 @@ pytestmark = pytest.mark.process
 
 ENTRY = textwrap.dedent(
     """
-    import atexit, queue, sys, threading
+    import atexit, concurrent.futures, queue, sys, threading, weakref
     from pathlib import Path
     from trainium_trainer.common import lean_exit
 
     out = Path(sys.argv[1])
     unclosed = (out / "unclosed.txt").open("w")  # never flushed nor closed by the program
     handoff = queue.Queue()
+    class Gone: pass
+    dead = weakref.proxy(Gone())  # a dead weak proxy among the objects, as torch leaves some
+    pool = concurrent.futures.ThreadPoolExecutor(1)  # left running, as torch's async compile leaves its pool
 
     def late_writer():
         (out / "thread.txt").write_text(handoff.get())
 
     def main():
         threading.Thread(target=late_writer).start()  # not a daemon: shutdown waits for it
+        pool.submit(print, end="")
         atexit.register(lambda: (out / "atexit.txt").write_text("ran"))
         unclosed.write("kept")
         print("printed", end="")
@@ -40,7 +44,7 @@ ENTRY = textwrap.dedent(
 def run_entry(tmp_path: Path, result: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "entry.py"
     script.write_text(ENTRY.format(result=result))
-    return subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=30)
 
 
 @pytest.mark.parametrize(("result", "status"), [("None", 0), ("65", 65)])
