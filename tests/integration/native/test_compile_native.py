@@ -21,8 +21,9 @@ from trainium_trainer.mnist_mlp.prepare import prepare
 
 @pytest.fixture
 def root(tmp_path, monkeypatch) -> Path:
-    conn = json.dumps({"conn_type": "trainium", "extra": {"artifact_root": (tmp_path / "root").as_uri()}})
-    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", conn)
+    # one thread per rank: the local jobs keep OMP_NUM_THREADS because the connection says so
+    extra = {"artifact_root": (tmp_path / "root").as_uri(), "local_inherited_env": ["OMP_NUM_THREADS"]}
+    monkeypatch.setenv("AIRFLOW_CONN_TRAINIUM_DEFAULT", json.dumps({"conn_type": "trainium", "extra": extra}))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     return tmp_path / "root"
 
