@@ -81,3 +81,26 @@ def test_trainium_dag_is_manual_tagged_and_keeps_airflows_run_limit_unless_told(
     assert "retries" not in plain.default_args and daily.default_args["retries"] == 1
     assert (daily.schedule, daily.max_active_runs, daily.catchup) == ("@daily", 2, False)
     assert "trainium_plan" in (daily.user_defined_macros or {})
+
+
+def test_trainium_dag_params_reach_a_running_task_without_a_copy_in_each_operator() -> None:
+    from airflow.sdk import Param
+    from airflow.sdk.definitions.param import process_params
+
+    with templates.trainium_dag("t", "d", tags=[], params={"epochs": Param(5, type="integer")}) as dag:
+        task = TrainiumJobOperator(task_id="train", entry_point="trainium_trainer.mnist_mlp.train")
+    assert "epochs" not in task.params  # no parse-time copy of the DAG's params
+    assert dag.params["epochs"] == 5 and "trainium" in dag.tags
+    assert process_params(dag, task, {}, suppress_exception=False)["epochs"] == 5
+    assert process_params(dag, task, {"epochs": 7}, suppress_exception=False)["epochs"] == 7
+
+
+def test_trainium_dag_still_refuses_a_default_its_schema_refuses_on_a_schedule() -> None:
+    from airflow.sdk import Param
+
+    bad = {"n": Param("a", type="integer")}
+    with (
+        pytest.raises(ValueError, match="not allowed to define a Schedule"),
+        templates.trainium_dag("t", "d", tags=[], schedule="@daily", params=bad),
+    ):
+        pass
