@@ -82,6 +82,19 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class WatchRequest:
+    """One wait for a job, as every way of waiting takes it (a trigger, its watch loop, the worker's wait):
+    the job, when to give up on it (epoch seconds: the wait stops the job then), the budget's mid-run stop
+    (``{"max_cost_usd", "cost_per_hour_usd"}``, ``compute.budget.watch_budget``) and where the wait keeps how far
+    it read the job's log, so a restarted triggerer or worker resumes there."""
+
+    handle: JobHandle
+    deadline: float
+    budget: dict[str, float] | None = None
+    log_cursor_uri: str | None = None
+
+
+@dataclass(frozen=True)
 class JobEvent:
     """A job reached an end state (or was stopped at its deadline or budget): the one event every backend's
     watch loop ends with and every trigger fires. Its dict form is what ``TrainiumJobOperator.execute_complete``
@@ -229,12 +242,6 @@ class ComputeBackend(ABC):
         records; None for a backend that bills nothing (its cost is the estimate for the layout)."""
         raise ValueError(f"no cost records for compute backend {self.name!r}")
 
-    def trigger(
-        self,
-        handle: JobHandle,
-        deadline: float,
-        budget: dict[str, float] | None = None,
-        log_cursor_uri: str | None = None,
-    ) -> Any:
+    def trigger(self, request: WatchRequest) -> Any:
         """A trigger that fires once when the job ends (None: the backend only waits in the worker)."""
         return None

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_trainium.compute.base import JobEvent, JobHandle, JobStatus, LogSink
+from airflow_provider_trainium.compute.base import JobEvent, JobHandle, JobStatus, LogSink, WatchRequest
 from airflow_provider_trainium.compute.cloudwatch import TAIL_LINES
 
 if TYPE_CHECKING:
@@ -65,28 +65,16 @@ class WatchedBackend:
     #: The trigger shell (in triggers/) that the triggerer runs this backend's watch loop in.
     trigger_classpath: str
 
-    def watch(
-        self,
-        handle: JobHandle,
-        deadline: float,
-        budget: dict[str, float] | None = None,
-        log_cursor_uri: str | None = None,
-    ) -> Any:
-        """The loop that follows ``handle`` until ``deadline`` (epoch seconds); ``log_cursor_uri`` is where it
-        keeps how far it read each log stream, so a restarted wait (triggerer or worker) resumes there."""
+    def watch(self, request: WatchRequest) -> Any:
+        """The loop that follows the request's job until its deadline, keeping how far it read each log stream
+        under the request's cursor, so a restarted wait (triggerer or worker) resumes there."""
         raise NotImplementedError
 
-    def trigger(
-        self,
-        handle: JobHandle,
-        deadline: float,
-        budget: dict[str, float] | None = None,
-        log_cursor_uri: str | None = None,
-    ) -> Any:
+    def trigger(self, request: WatchRequest) -> Any:
         """The trigger shell over :meth:`watch`: its one kwarg is the loop's arguments. With a cursor, the loop
         leaves the log's tail to :func:`drain_logs` in the worker."""
-        watch = self.watch(handle, deadline, budget, log_cursor_uri)
-        watch.tail_in_worker = log_cursor_uri is not None
+        watch = self.watch(request)
+        watch.tail_in_worker = request.log_cursor_uri is not None
         return trigger_from(self.trigger_classpath, {"watch": watch_kwargs(watch)})
 
     def wait(
@@ -98,7 +86,8 @@ class WatchedBackend:
         log_cursor_uri: str | None = None,
     ) -> JobStatus:
         """The worker-side wait (non-deferrable tasks): the same watch loop, run here to its one event."""
-        return wait_in_worker(self.watch(handle, time.time() + timeout_seconds, budget, log_cursor_uri), log)
+        request = WatchRequest(handle, time.time() + timeout_seconds, budget, log_cursor_uri)
+        return wait_in_worker(self.watch(request), log)
 
 
 def wait_for(
@@ -124,7 +113,7 @@ def drain_logs(backend: ComputeBackend, event: dict[str, Any], log: LogSink, log
     if not log_cursor_uri or not isinstance(backend, WatchedBackend):
         return status
     job = JobEvent.from_dict(event)
-    watch = backend.watch(JobHandle.from_dict(job.handle), time.time(), None, log_cursor_uri)
+    watch = backend.watch(WatchRequest(JobHandle.from_dict(job.handle), time.time(), None, log_cursor_uri))
     try:
         lines = asyncio.run(watch.drain(log, dict(job.log_streams)))
     except Exception as err:  # noqa: BLE001

@@ -95,7 +95,9 @@ def job_trigger(
 
     deadline = time.time() + timeout.total_seconds()
     budget = watch_budget(max_cost_usd, prepared.spec)
-    return backend.trigger(handle, deadline, budget, log_cursor(prepared, handle))
+    from airflow_provider_trainium.compute.base import WatchRequest
+
+    return backend.trigger(WatchRequest(handle, deadline, budget, log_cursor(prepared, handle)))
 
 
 def wait_in_worker(

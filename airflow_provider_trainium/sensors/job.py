@@ -124,9 +124,11 @@ class TrainiumJobSensor(BaseSensorOperator):
         backend = self.backend(handle.backend)
         cursor = self.log_cursor(context, handle)
         if self.deferrable:
+            from airflow_provider_trainium.compute.base import WatchRequest
+
             deadline = time.time() + self.wait_timeout().total_seconds()
             self.defer(
-                trigger=backend.trigger(handle, deadline, None, cursor),
+                trigger=backend.trigger(WatchRequest(handle, deadline, None, cursor)),
                 method_name="execute_complete",
                 timeout=self.wait_timeout() + DEFER_GRACE,
             )

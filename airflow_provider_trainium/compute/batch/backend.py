@@ -19,6 +19,7 @@ from airflow_provider_trainium.compute.base import (
     JobInputError,
     JobState,
     JobStatus,
+    WatchRequest,
     float_options,
 )
 from airflow_provider_trainium.compute.batch import definitions as defs
@@ -268,25 +269,20 @@ class BatchBackend(WatchedBackend, ComputeBackend):
     #: The trigger shell the triggerer runs this backend's watch loop in.
     trigger_classpath = "airflow_provider_trainium.triggers.batch.TrainiumBatchJobTrigger"
 
-    def watch(
-        self,
-        handle: JobHandle,
-        deadline: float,
-        budget: dict[str, float] | None = None,
-        log_cursor_uri: str | None = None,
-    ) -> BatchJobWatch:
-        """The watch loop of ``handle``: what the trigger serializes, runnable in any process."""
+    def watch(self, request: WatchRequest) -> BatchJobWatch:
+        """The watch loop of the request's job: what the trigger serializes, runnable in any process."""
+        handle = request.handle
         return BatchJobWatch(
             handle=handle.to_dict(),
-            deadline=deadline,
+            deadline=request.deadline,
             aws_conn_id=self.config.aws_conn_id,
             region_name=self.config.region_name,
             num_nodes=int(handle.details.get("num_nodes", 1)),
             log_group=handle.details.get("log_group") or self.settings.log_group,
             poll_interval=self.poll_interval,
             log_interval=self.log_interval,
-            log_cursor_uri=log_cursor_uri,
-            budget=budget,
+            log_cursor_uri=request.log_cursor_uri,
+            budget=request.budget,
         )
 
 

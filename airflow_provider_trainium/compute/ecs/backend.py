@@ -22,6 +22,7 @@ from airflow_provider_trainium.compute.base import (
     JobInputError,
     JobState,
     JobStatus,
+    WatchRequest,
     float_options,
 )
 from airflow_provider_trainium.compute.ecs.definitions import (
@@ -311,21 +312,16 @@ class EcsBackend(WatchedBackend, ComputeBackend):
     #: The trigger shell the triggerer runs this backend's watch loop in.
     trigger_classpath = "airflow_provider_trainium.triggers.ecs.TrainiumEcsTaskTrigger"
 
-    def watch(
-        self,
-        handle: JobHandle,
-        deadline: float,
-        budget: dict[str, float] | None = None,
-        log_cursor_uri: str | None = None,
-    ) -> EcsTaskWatch:
-        """The watch loop of ``handle``: what the trigger serializes, runnable in any process."""
+    def watch(self, request: WatchRequest) -> EcsTaskWatch:
+        """The watch loop of the request's job: what the trigger serializes, runnable in any process."""
+        handle = request.handle
         return EcsTaskWatch(
             handle=handle.to_dict(),
-            deadline=deadline,
+            deadline=request.deadline,
             aws_conn_id=self.config.aws_conn_id,
             region_name=self.region_name,
             poll_interval=self.poll_interval_seconds,
             placement_timeout=self.placement_timeout_seconds,
-            log_cursor_uri=log_cursor_uri,
-            budget=budget,
+            log_cursor_uri=request.log_cursor_uri,
+            budget=request.budget,
         )

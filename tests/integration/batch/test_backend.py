@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.base import JobState, WatchRequest
 from airflow_provider_trainium.compute.batch.poller import BatchJobPoller
 from airflow_provider_trainium.compute.watch import first_event as compute_first_event
 from airflow_provider_trainium.neuron.spec import JobSpec
@@ -94,7 +94,8 @@ def test_trigger_streams_every_node_and_fires_success(batch_env):
     now_ms = int(time.time() * 1000)
     for node, stream in enumerate(streams):
         moto_batch.write_log(batch_env.logs, batch_env.log_group, stream, [f"hello from node {node}"], now_ms)
-    watch = backend.watch(handle, time.time() + 600)  # the job's deadline; the rounds below bound the test
+    # the job's deadline; the rounds below bound the test
+    watch = backend.watch(WatchRequest(handle, time.time() + 600))
     lines: list[str] = []
 
     async def scenario() -> dict[str, Any]:
@@ -129,7 +130,7 @@ def test_trigger_reports_failure_with_reason_and_exit_code(batch_env):
     handle = backend.submit(spec(nodes=1, instance_type="trn1.2xlarge"), "job-f", TAGS)
     moto_batch.hold_running(batch_env.region, [handle.job_id])
     moto_batch.finish(batch_env.region, handle.job_id, success=False, reason="Essential container exited", exit_code=65)
-    event = asyncio.run(first_event(backend.trigger(handle, time.time() + 600)))
+    event = asyncio.run(first_event(backend.trigger(WatchRequest(handle, time.time() + 600))))
     assert event["state"] == "FAILED" and event["exit_code"] == 65
     assert event["reason"] == "Essential container exited"
 
@@ -138,7 +139,7 @@ def test_deadline_terminates_the_job_and_fails(batch_env):
     backend = batch_env.backend()
     handle = backend.submit(spec(), "job-d", TAGS)
     moto_batch.hold_running(batch_env.region, [handle.job_id])
-    event = asyncio.run(first_event(backend.trigger(handle, time.time() - 1)))
+    event = asyncio.run(first_event(backend.trigger(WatchRequest(handle, time.time() - 1))))
     assert event["state"] == "FAILED" and "deadline" in event["reason"]
     (job,) = batch_env.batch.describe_jobs(jobs=[handle.job_id])["jobs"]
     assert job["statusReason"] == "Airflow: deadline passed"
@@ -150,7 +151,7 @@ def test_kill_terminates_the_job_but_a_triggerer_restart_does_not(batch_env):
     moto_batch.hold_running(batch_env.region, [handle.job_id])
 
     async def wait_then_cancel(kill: bool) -> None:
-        trigger = backend.trigger(handle, time.time() + 600)
+        trigger = backend.trigger(WatchRequest(handle, time.time() + 600))
         task = asyncio.create_task(first_event(trigger))
         await BatchJobPoller.shared(trigger.aws_conn_id, trigger.region_name, trigger.poll_interval).next_round()
         task.cancel()  # the triggerer cancels the trigger in both cases...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.base import JobState, WatchRequest
 from airflow_provider_trainium.neuron.spec import JobSpec
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import IMAGE
@@ -54,5 +54,5 @@ def test_a_job_within_budget_runs_to_its_end(batch_env, moto_requests):
 def test_the_budget_travels_with_the_deferred_trigger(batch_env):
     backend = batch_env.backend()
     handle = backend.submit(spec(), "job-deferred", TAGS)
-    _, kwargs = backend.trigger(handle, time.time() + 600, budget=BUDGET).serialize()
+    _, kwargs = backend.trigger(WatchRequest(handle, time.time() + 600, budget=BUDGET)).serialize()
     assert kwargs["watch"]["budget"] == BUDGET

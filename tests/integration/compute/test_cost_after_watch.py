@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.base import JobState, WatchRequest
 from airflow_provider_trainium.compute.cost import job_cost
 from airflow_provider_trainium.compute.ecs.backend import EcsBackend
 from airflow_provider_trainium.compute.naming import job_name, job_tags
@@ -75,7 +75,8 @@ def test_a_deferred_batch_jobs_cost_is_read_from_its_stored_event(batch_env):
             return event.payload
         raise AssertionError("no event")
 
-    event = json.loads(json.dumps(asyncio.run(event_of(backend.trigger(handle, time.time() + 600)))))  # as stored
+    trigger = backend.trigger(WatchRequest(handle, time.time() + 600))
+    event = json.loads(json.dumps(asyncio.run(event_of(trigger))))  # as stored
     ti = TaskInstanceStandIn(run_id="r1")
     op = TrainiumJobOperator(task_id="t", entry_point="trainium_trainer.allreduce", compute="batch")
     counter = BatchCallCounter().attach(op.backend_for("batch").hook.client)  # the client execute_complete uses

@@ -7,7 +7,7 @@ import importlib
 import time
 from typing import Any
 
-from airflow_provider_trainium.compute.base import JobState
+from airflow_provider_trainium.compute.base import JobState, WatchRequest
 from airflow_provider_trainium.compute.ecs.backend import EcsBackend
 from airflow_provider_trainium.compute.ecs.watch import EcsTaskWatch
 from airflow_provider_trainium.compute.naming import job_name, job_tags
@@ -44,7 +44,7 @@ def test_streams_the_log_and_fires_once_the_task_stops(ecs_world, task_progress)
     task_progress({"progression": "manual", "times": 1})  # four polls from RUNNING to STOPPED
     backend, handle = start(ecs_world)
     ecs_world.write_log(handle.details["log_stream"], ["epoch 1 loss 0.52", "epoch 2 loss 0.31"])
-    watch = backend.watch(handle, deadline=time.time() + 3600)
+    watch = backend.watch(WatchRequest(handle, deadline=time.time() + 3600))
     seen: list[str] = []
 
     event = asyncio.run(watch_event(watch, seen.append)).to_dict()
@@ -60,7 +60,7 @@ def test_deadline_stops_the_task_and_fails(ecs_world, task_progress):
     task_progress(NEVER_STOPS)
     backend, handle = start(ecs_world)
 
-    event = first_event(backend.trigger(handle, deadline=time.time() - 1))
+    event = first_event(backend.trigger(WatchRequest(handle, deadline=time.time() - 1)))
 
     assert event["state"] == JobState.FAILED.value
     assert "deadline" in event["reason"]
@@ -71,7 +71,7 @@ def test_deadline_stops_the_task_and_fails(ecs_world, task_progress):
 def test_on_kill_stops_the_task_and_cleanup_does_not(ecs_world, task_progress):
     task_progress(NEVER_STOPS)
     backend, handle = start(ecs_world)
-    trigger = backend.trigger(handle, deadline=time.time() + 3600)
+    trigger = backend.trigger(WatchRequest(handle, deadline=time.time() + 3600))
 
     asyncio.run(trigger.cleanup())
     assert last_status(ecs_world, handle.job_id)["lastStatus"] == "RUNNING"
@@ -83,7 +83,7 @@ def test_on_kill_stops_the_task_and_cleanup_does_not(ecs_world, task_progress):
 def test_serialises_to_an_equal_trigger(ecs_world, task_progress):
     task_progress(NEVER_STOPS)
     backend, handle = start(ecs_world)
-    trigger = backend.trigger(handle, deadline=1_900_000_000.0)
+    trigger = backend.trigger(WatchRequest(handle, deadline=1_900_000_000.0))
     path, kwargs = trigger.serialize()
     module, name = path.rsplit(".", 1)
     again = getattr(importlib.import_module(module), name)(**kwargs)

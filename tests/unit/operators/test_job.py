@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_trainium.compute.base import ComputeBackend, JobEvent, JobHandle, JobState, JobStatus
+from airflow_provider_trainium.compute.base import (
+    ComputeBackend,
+    JobEvent,
+    JobHandle,
+    JobState,
+    JobStatus,
+    WatchRequest,
+)
 from airflow_provider_trainium.compute.watch import WatchedBackend
 from airflow_provider_trainium.neuron.spec import JobSpec
 from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
@@ -83,8 +90,10 @@ class WatchedStandIn(WatchedBackend, ComputeBackend):
     def __init__(self) -> None:
         self.watches: list[StandInWatch] = []
 
-    def watch(self, handle, deadline, budget=None, log_cursor_uri=None) -> StandInWatch:  # type: ignore[no-untyped-def]
-        self.watches.append(StandInWatch(handle.to_dict(), deadline, budget, log_cursor_uri))
+    def watch(self, request: WatchRequest) -> StandInWatch:
+        self.watches.append(
+            StandInWatch(request.handle.to_dict(), request.deadline, request.budget, request.log_cursor_uri)
+        )
         return self.watches[-1]
 
     def submit(self, spec: JobSpec, job_name: str, tags: dict[str, str]) -> JobHandle:
