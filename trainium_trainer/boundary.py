@@ -27,9 +27,9 @@ import operator
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 # --- The container's environment: set by the provider (or a platform adapter), read by the trainer --------
 
@@ -331,6 +331,27 @@ def parse_chunk(data: str | bytes, where: str = "chunk") -> list[dict[str, Any]]
 
 
 # --- A model's fingerprint: the same formula on both sides (``registry.hashing.fingerprint``) ---------------
+
+
+#: How much of a file the hashing below reads at once: a model's shards are GBs.
+HASH_CHUNK = 8 * 2**20
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def sha256_read(fh: Readable, sink: Callable[[bytes], object] | None = None) -> tuple[int, str]:
+    """Size and sha256 of what ``fh`` holds, read once in ``HASH_CHUNK``s; each chunk also goes to ``sink`` if
+    given (a copy hashed as it is written). Both sides hash a model's files so: the evaluation that fingerprints
+    what it judged, and the registry that checks the files it registers against that fingerprint."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := fh.read(HASH_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+        if sink is not None:
+            sink(chunk)
+    return size, digest.hexdigest()
 
 
 def model_fingerprint(entries: Iterable[tuple[str, int, str]]) -> str:

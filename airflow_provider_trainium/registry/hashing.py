@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from airflow.sdk import ObjectStoragePath
 
-CHUNK = 8 * 2**20
+from trainium_trainer import boundary
 
 
 @dataclass(frozen=True)
@@ -40,15 +40,8 @@ def walk_files(root: ObjectStoragePath) -> list[tuple[str, ObjectStoragePath]]:
 
 def sha256_stream(path: ObjectStoragePath, sink: Callable[[bytes], object] | None = None) -> tuple[int, str]:
     """Size and sha256 of a file, read once in chunks; each chunk also goes to ``sink`` if given."""
-    digest = hashlib.sha256()
-    size = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-            if sink is not None:
-                sink(chunk)
-    return size, digest.hexdigest()
+        return boundary.sha256_read(fh, sink)
 
 
 #: What a run writes about itself next to its model (the live metrics stream, log cursors): not the model.

@@ -10,31 +10,11 @@ from one another job or an edit wrote.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
-
-CHUNK = 8 * 2**20
-
-
-class Readable(Protocol):
-    def read(self, size: int = -1, /) -> bytes: ...
-
-
-def sha256_read(fh: Readable, sink: Callable[[bytes], object] | None = None) -> tuple[int, str]:
-    """Size and sha256 of what ``fh`` holds, read once in ``CHUNK``s (a model's shards are GBs); each chunk also
-    goes to ``sink`` if given (a copy hashed as it is written)."""
-    digest, size = hashlib.sha256(), 0
-    while chunk := fh.read(CHUNK):
-        digest.update(chunk)
-        size += len(chunk)
-        if sink is not None:
-            sink(chunk)
-    return size, digest.hexdigest()
 
 
 def model_entries(model_uri: str) -> list[tuple[str, int, str]]:
@@ -47,7 +27,7 @@ def model_entries(model_uri: str) -> list[tuple[str, int, str]]:
         if rel.startswith(boundary.RUN_BOOKKEEPING_PREFIXES):
             continue
         with fs.open(full, "rb") as fh:
-            size, digest = sha256_read(fh)
+            size, digest = boundary.sha256_read(fh)
         entries.append((rel, size, digest))
     return entries
 

@@ -24,7 +24,6 @@ import torch
 from trainium_trainer import boundary
 from trainium_trainer.common import uri as uris
 from trainium_trainer.common.errors import BadInputError
-from trainium_trainer.common.verdict import sha256_read
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -150,7 +149,7 @@ class HFCheckpoint:
                         return target
             part = f"{target}.part-{os.getpid()}"
             with fs.open(path, "rb") as src, open(part, "wb") as dst:
-                size, digest = sha256_read(src, dst.write)
+                size, digest = boundary.sha256_read(src, dst.write)
             os.replace(part, target)
             with open(meta, "w") as fh:
                 json.dump({"ukey": ukey, "sha256": digest, "size": size}, fh)
@@ -204,4 +203,4 @@ class HFCheckpoint:
             return int(meta["size"]), str(meta["sha256"])
         fs, path = uris.filesystem(uris.join(self.uri, rel))
         with fs.open(path, "rb") as fh:
-            return sha256_read(fh)
+            return boundary.sha256_read(fh)
