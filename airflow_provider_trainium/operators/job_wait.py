@@ -11,6 +11,9 @@ billed, which the cost record then reads. Both end in the operator's ``finish``.
 A worker-side wait that Airflow kills (SIGTERM, ``on_kill``) stops the job only when a person stopped the task
 (``kill_stops_job``): when the scheduler reset the try because its own scheduler died, or a worker shuts down, the
 job keeps running and the next try attaches to it by name, so an Airflow restart never pays for a second job.
+Airflow lets the killed try run on for its SIGKILL grace; if the job ends in that window, the try ends there
+(``superseded_error``) without recording a cost or pushing a result: the next try owns both, and two tries pushing
+the same XCom at once fail the one that counts.
 """
 
 from __future__ import annotations
@@ -45,6 +48,17 @@ DEFER_GRACE = timedelta(minutes=5)
 #: The worker-side wait's result before ``poll_until_complete`` has one: for a job an earlier try already finished,
 #: ``get_job_result`` asks ``on_success`` instead.
 NO_RESULT: Any = object()
+
+
+def superseded_error(handle: JobHandle, why: str) -> BaseException:
+    """What ends a killed try whose job the next try attaches to: Airflow's own "terminated" (never retried; the
+    try is no longer the task's), which Airflow 3.0 keeps in ``airflow.exceptions``."""
+    try:
+        from airflow.sdk.exceptions import AirflowTaskTerminated
+    except ImportError:  # Airflow < 3.1
+        from airflow.exceptions import AirflowTaskTerminated  # type: ignore[no-redef]  # the same class, 3.0's home
+
+    return AirflowTaskTerminated(f"this try was killed ({why}); the next one attaches to job {handle.job_id}")
 
 
 def log_cursor(prepared: PreparedJob, handle: JobHandle) -> str | None:
@@ -143,6 +157,11 @@ class JobWaitMixin:
         _handle: JobHandle | None
         _ti: Any
 
+    #: Why Airflow killed this try while the job runs on for the next one (``on_kill``); None while it is the task's.
+    _superseded: str | None = None
+
+    if TYPE_CHECKING:
+
         def prepare(self, context: Context) -> PreparedJob: ...
         def backend_for(self, compute: str) -> ComputeBackend: ...
         def job_timeout(self) -> timedelta: ...
@@ -158,6 +177,7 @@ class JobWaitMixin:
             return
         stop, why = kill_stops_job(self._ti)
         if not stop:
+            self._superseded = why
             self.log.warning("task killed (%s): job %s keeps running for the next try", why, self._handle.job_id)
             return
         self.log.info("task killed (%s): cancelling job %s", why, self._handle.job_id)
@@ -205,7 +225,10 @@ class JobWaitMixin:
         backend = self.backend_for(prepared.compute)
         handle = JobHandle.from_dict(external_id)
         self.remember(context, handle)
+        self._superseded = None
         status = wait_in_worker(backend, prepared, handle, self.job_timeout(), self.max_cost_usd, self.log.info)
+        if self._superseded is not None:
+            raise superseded_error(handle, self._superseded)
         self._result = self.finish(context, prepared.spec, handle, status)
         return self._result
 

@@ -323,3 +323,23 @@ def test_what_runs_is_never_templated_so_a_runs_params_cannot_choose_the_code():
         _TrainiumDecoratedOperator,
     ):
         assert not {"entry_point", "command", "script", "code_dir"} & set(operator.template_fields), operator
+
+
+def test_a_killed_try_whose_job_ends_in_the_grace_leaves_the_result_to_the_next_try(monkeypatch, tmp_path):
+    """Airflow lets a killed try run on until its SIGKILL; a job that ends then is the next try's to finish: the
+    killed try records no cost and pushes no result (two tries pushing one XCom at once fail the one that counts)."""
+    from airflow.sdk.exceptions import AirflowTaskTerminated
+
+    from airflow_provider_trainium.operators import job_wait
+
+    op, _ = watched(monkeypatch, tmp_path, deferrable=False)
+    ctx = context()
+
+    def killed_then_ended(*args: Any) -> JobStatus:
+        op.on_kill()  # the scheduler reset the try (the stand-in's Airflow gives no answer): the job runs on
+        return JobStatus(JobState.SUCCEEDED)
+
+    monkeypatch.setattr(job_wait, "wait_in_worker", killed_then_ended)
+    with pytest.raises(AirflowTaskTerminated, match="the next one attaches to job job-7"):
+        op.execute(ctx)
+    assert "trainium_cost" not in ctx["ti"].xcoms
