@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.base import ComputeBackend
@@ -28,9 +27,9 @@ def _never(configured: bool, nodes: int) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class BackendEntry:
-    """A backend as the table knows it, without importing it.
+class BackendEntry(NamedTuple):
+    """A backend as the table knows it, without importing it (a named tuple: DAG files read the table for
+    their forms, and a tuple class is the cheapest to declare at parse time).
 
     :param target: ``module:Class`` of the ``ComputeBackend`` subclass.
     :param links: ``module:function`` returning the extra links of its jobs ("" for none).

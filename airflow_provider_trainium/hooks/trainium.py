@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseHook
 
-from airflow_provider_trainium.hooks.trainium_fields import UI_FIELD_BEHAVIOUR
-
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
 
@@ -37,6 +35,8 @@ class TrainiumHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """For Airflow before 3.2, which reads the form from the hook; later ones read provider info."""
+        from airflow_provider_trainium.hooks.trainium_fields import UI_FIELD_BEHAVIOUR  # a form, not parse time
+
         return {key.replace("-", "_"): value for key, value in UI_FIELD_BEHAVIOUR.items()}
 
     def get_config(self) -> TrainiumConfig:

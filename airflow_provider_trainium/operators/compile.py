@@ -150,9 +150,7 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
 
     def _check_trial_bounds(self) -> None:
         """Bad trial bounds fail when the DAG is parsed, not after a paid job started."""
-        from airflow_provider_trainium.neuron.spec import env_name_problem
-
-        if self.runs_project_trainer and (self.trial_steps_arg or self.trial_steps_env):
+        if (self.trial_steps_arg or self.trial_steps_env) and self.runs_project_trainer:
             raise ValueError(
                 f"trial_steps_arg and trial_steps_env bound a user's program; {self.entry_point} is the project's "
                 "trainer, whose trial is --compile-only --max-steps trial_steps"
@@ -160,6 +158,8 @@ class TrainiumCompileOperator(TrainiumTrainingOperator):
         if self.trial_steps_arg is not None and not self.trial_steps_arg.strip():
             raise ValueError("trial_steps_arg must name an argument, e.g. '--max_steps'")
         if self.trial_steps_env is not None:
+            from airflow_provider_trainium.neuron.spec import env_name_problem  # only then: parse time stays light
+
             problem = env_name_problem(self.trial_steps_env, user=True)
             if problem:
                 raise ValueError(f"trial_steps_env: {problem}")
