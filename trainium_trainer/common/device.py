@@ -21,6 +21,8 @@ from trainium_trainer import boundary
 _T = TypeVar("_T")
 
 RUNTIMES = ("neuron", "xla", "eager")
+#: What transformers and accelerate read, once, when they are imported, to decide whether to load torch-xla.
+TRANSFORMERS_USE_XLA = "USE_TORCH_XLA"
 
 
 def _available(module: str) -> bool:
@@ -156,6 +158,9 @@ def init_runtime(cache_uri: str | None = None) -> Runtime:
     name = detect_runtime()
     init_compile_cache(name, cache_uri)
     if name == "eager":
+        # transformers and accelerate import torch-xla wherever it is installed (1.2 CPU-s a process on this
+        # project's CI machine, torch's inductor and all): an eager run uses none of it. Set before either loads.
+        os.environ.setdefault(TRANSFORMERS_USE_XLA, "0")
         return Runtime(name, torch.device("cpu"))
     if name == "neuron":
         import torch_neuronx  # noqa: F401  (registers the Neuron PJRT plugin)
