@@ -102,7 +102,8 @@ def byo_examples() -> list[str]:
             compile(block, "byo.md", "exec")
         except SyntaxError:
             continue
-        if ("TrainiumJobOperator(" in block or "@task.trainium(" in block) and "TrainiumImageBuildOperator" not in block:
+        declares_a_job = "TrainiumJobOperator(" in block or "@task.trainium(" in block
+        if declares_a_job and "TrainiumImageBuildOperator" not in block:
             runnable.append(block)
     return runnable
 
