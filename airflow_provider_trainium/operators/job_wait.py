@@ -148,6 +148,9 @@ class JobWaitMixin:
     """The part of ``TrainiumJobOperator`` that waits for the job its try attached to, and hands its end to
     ``finish``."""
 
+    #: Why Airflow killed this try while the job runs on for the next one (``on_kill``); None while it is the task's.
+    _superseded: str | None = None
+
     if TYPE_CHECKING:  # what TrainiumJobOperator (and BaseOperator) give it
         max_cost_usd: float | str | None
         log: Any  # BaseOperator's logger (its type differs across the Airflow versions we support)
@@ -156,11 +159,6 @@ class JobWaitMixin:
         _backend: ComputeBackend | None
         _handle: JobHandle | None
         _ti: Any
-
-    #: Why Airflow killed this try while the job runs on for the next one (``on_kill``); None while it is the task's.
-    _superseded: str | None = None
-
-    if TYPE_CHECKING:
 
         def prepare(self, context: Context) -> PreparedJob: ...
         def backend_for(self, compute: str) -> ComputeBackend: ...

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from trainium_trainer import boundary
@@ -23,7 +25,7 @@ def test_an_eager_run_keeps_transformers_and_accelerate_off_torch_xla(monkeypatc
     monkeypatch.delenv(device.TRANSFORMERS_USE_XLA, raising=False)
     runtime = device.init_runtime()
     assert (runtime.name, runtime.device.type, runtime.is_xla) == ("eager", "cpu", False)
-    assert device.os.environ[device.TRANSFORMERS_USE_XLA] == "0"
+    assert os.environ[device.TRANSFORMERS_USE_XLA] == "0"
     monkeypatch.setenv(device.TRANSFORMERS_USE_XLA, "1")
     device.init_runtime()
-    assert device.os.environ[device.TRANSFORMERS_USE_XLA] == "1"
+    assert os.environ[device.TRANSFORMERS_USE_XLA] == "1"
