@@ -27,7 +27,7 @@ from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.operators.defaults import default_deferrable
 from airflow_provider_trainium.operators.job_lineage import JobLineageMixin
 from airflow_provider_trainium.operators.job_spec import JobSpecMixin
-from airflow_provider_trainium.operators.job_wait import DEFER_GRACE, NO_RESULT, JobWaitMixin, job_trigger
+from airflow_provider_trainium.operators.job_wait import DEFER_GRACE, NO_RESULT, JobWaitMixin, claim_job, job_trigger
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.compute.attach import Attached
@@ -237,6 +237,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
     def remember(self, context: Context, handle: JobHandle, log_streams: dict[str, str] | None = None) -> None:
         self._handle = handle
         ti = self._ti = context["ti"]
+        claim_job(context, self.job_timeout())
         ti.xcom_push(key="job", value=handle.to_dict())
         push_record(context, job_record(handle, log_streams))
 
@@ -246,7 +247,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
         Also forgets what an earlier try prepared (an operator object may serve several tries).
         """
         self._config, self._node_count, self._prepared, self._result = None, None, None, NO_RESULT
-        self._handle, self._ti, self._cost = None, None, None
+        self._handle, self._ti, self._cost, self._superseded = None, None, None, None
         push_record(context)
         super().pre_execute(context)
 
@@ -279,12 +280,12 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
     def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any:
         """Record what the job cost (``job_cost``), then return its result or fail as its end says (``job_finish``)."""
         from airflow_provider_trainium.compute.base import JobState
-        from airflow_provider_trainium.operators.job_cost import record_cost
+        from airflow_provider_trainium.operators.job_cost import push_cost, read_cost
         from airflow_provider_trainium.operators.job_finish import job_failure
 
-        cost = record_cost(self, context, spec, handle, status)
-        if cost is not None:
-            self._cost = cost
+        cost = read_cost(self, context, spec, handle, status)
+        self.raise_if_superseded(context, handle)  # the last moment before this try's first push
+        self._cost = push_cost(self, context, cost)
         if status.state is JobState.SUCCEEDED:
             return self.on_success(context, spec, handle)
         raise job_failure(handle, status)

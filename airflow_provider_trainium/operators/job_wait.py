@@ -11,7 +11,10 @@ billed, which the cost record then reads. Both end in the operator's ``finish``.
 A worker-side wait that Airflow kills (SIGTERM, ``on_kill``) stops the job only when a person stopped the task
 (``kill_stops_job``): when the scheduler reset the try because its own scheduler died, or a worker shuts down, the
 job keeps running and the next try attaches to it by name, so an Airflow restart never pays for a second job.
-Airflow lets the killed try run on for its SIGKILL grace; if the job ends in that window, the try ends there
+Airflow lets the killed try run on for its SIGKILL grace, and a reset try may not hear of its reset before its
+job ends. So each try claims the job in ``task_state_store`` (``claim_job``: its try number), and ``finish`` asks
+before its first push whether the claim is still its own (``superseded_by``): a reset try's id is gone from Airflow,
+so its read finds nothing, and a later try's claim holds another number. A superseded try ends there
 (``superseded_error``) without recording a cost or pushing a result: the next try owns both, and two tries pushing
 the same XCom at once fail the one that counts.
 """
@@ -45,6 +48,9 @@ STATE_QUESTION_TIMEOUT_S = 2.0
 #: first, so the defer timeout (the wait's timeout plus this) only backs it up. The sensor's deferral too.
 DEFER_GRACE = timedelta(minutes=5)
 
+#: The ``task_state_store`` key under which the try that waits for the job holds its claim (its try number).
+WAITING_TRY_KEY = "trainium_waiting_try"
+
 #: The worker-side wait's result before ``poll_until_complete`` has one: for a job an earlier try already finished,
 #: ``get_job_result`` asks ``on_success`` instead.
 NO_RESULT: Any = object()
@@ -59,6 +65,32 @@ def superseded_error(handle: JobHandle, why: str) -> BaseException:
         from airflow.exceptions import AirflowTaskTerminated  # type: ignore[no-redef]  # the same class, 3.0's home
 
     return AirflowTaskTerminated(f"this try was killed ({why}); the next one attaches to job {handle.job_id}")
+
+
+def claim_job(context: Context, timeout: timedelta) -> None:
+    """Mark this try as the one whose result the job's end becomes, for as long as its wait may last; without a
+    ``task_state_store`` (Airflow < 3.3) there is nothing to mark."""
+    store = context.get("task_state_store")
+    if store is not None:
+        store.set(WAITING_TRY_KEY, context["ti"].try_number, retention=timeout + DEFER_GRACE)
+
+
+def superseded_by(context: Context) -> str | None:
+    """Why this try's claim on its job is no longer its own (``claim_job``), or None while it is, or when Airflow
+    cannot say: no store, or no answer (the push that follows would meet the same Airflow)."""
+    store = context.get("task_state_store")
+    if store is None:
+        return None
+    try:
+        claimed = store.get(WAITING_TRY_KEY)
+    except Exception:  # noqa: BLE001 - no answer is not evidence of a later try
+        return None
+    mine = context["ti"].try_number
+    if claimed == mine:
+        return None
+    if claimed is None:
+        return f"Airflow no longer holds try {mine}"
+    return f"try {claimed} now waits for the job"
 
 
 def log_cursor(prepared: PreparedJob, handle: JobHandle) -> str | None:
@@ -168,6 +200,13 @@ class JobWaitMixin:
         def finish(self, context: Context, spec: JobSpec, handle: JobHandle, status: JobStatus) -> Any: ...
         def on_success(self, context: Context, spec: JobSpec, handle: JobHandle) -> Any: ...
 
+    def raise_if_superseded(self, context: Context, handle: JobHandle) -> None:
+        """End a try that is no longer the task's before it pushes anything (the module's docstring says why):
+        ``on_kill`` said so, or Airflow's store does for the claim this try made when it attached (``remember``)."""
+        why = self._superseded or (superseded_by(context) if self._ti is not None else None)
+        if why is not None:
+            raise superseded_error(handle, why)
+
     def on_kill(self) -> None:
         """Stop the job only when a person stopped the task (``kill_stops_job``); otherwise the next try
         attaches to it."""
@@ -223,10 +262,7 @@ class JobWaitMixin:
         backend = self.backend_for(prepared.compute)
         handle = JobHandle.from_dict(external_id)
         self.remember(context, handle)
-        self._superseded = None
         status = wait_in_worker(backend, prepared, handle, self.job_timeout(), self.max_cost_usd, self.log.info)
-        if self._superseded is not None:
-            raise superseded_error(handle, self._superseded)
         self._result = self.finish(context, prepared.spec, handle, status)
         return self._result
 

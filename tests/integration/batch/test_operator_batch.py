@@ -13,6 +13,7 @@ from airflow_provider_trainium.compute import naming
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from tests.integration.batch import moto_batch
 from tests.integration.batch.conftest import CallCounter
+from tests.task_instance import StateStore
 from tests.task_instance import TaskInstanceStandIn as SharedTaskInstanceStandIn
 
 
@@ -28,13 +29,6 @@ class TaskInstanceStandIn(SharedTaskInstanceStandIn):
         super().xcom_push(key, value)
         if key == "job":
             self.pushed.set()
-
-
-class StateStore(dict):
-    """task_state_store: survives the worker, like the API-server-backed store does."""
-
-    def set(self, key: str, value: Any) -> None:
-        self[key] = value
 
 
 def operator(**kwargs: Any) -> TrainiumJobOperator:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
-from tests.integration.batch.test_operator_batch import StateStore, TaskInstanceStandIn
+from tests.integration.batch.test_operator_batch import TaskInstanceStandIn
 from tests.integration.submit_walk import walk_a_whole_try
+from tests.task_instance import StateStore
 
 
 def test_the_batch_submit_walk(batch_env):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
-from tests.integration.batch.test_operator_batch import StateStore, TaskInstanceStandIn
+from tests.integration.batch.test_operator_batch import TaskInstanceStandIn
 from tests.integration.ecs.conftest import connect_trainium
+from tests.task_instance import StateStore
 
 
 def prepare(stack: str):

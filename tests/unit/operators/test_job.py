@@ -24,13 +24,13 @@ from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from airflow_provider_trainium.operators.prepared_job import PreparedJob
 from airflow_provider_trainium.triggers.base import JobWatchTrigger
 from tests.conftest import set_trainium_connection
-from tests.task_instance import TaskInstanceStandIn
+from tests.task_instance import StateStore, TaskInstanceStandIn
 
 HANDLE = JobHandle("local", "job-1", "job", {})
 
 
 def context() -> dict[str, Any]:
-    return {"ti": TaskInstanceStandIn()}
+    return {"ti": TaskInstanceStandIn(), "task_state_store": StateStore()}
 
 
 def test_exit_code_65_fails_without_retry_and_names_the_cause():
@@ -325,9 +325,11 @@ def test_what_runs_is_never_templated_so_a_runs_params_cannot_choose_the_code():
         assert not {"entry_point", "command", "script", "code_dir"} & set(operator.template_fields), operator
 
 
-def test_a_killed_try_whose_job_ends_in_the_grace_leaves_the_result_to_the_next_try(monkeypatch, tmp_path):
-    """Airflow lets a killed try run on until its SIGKILL; a job that ends then is the next try's to finish: the
-    killed try records no cost and pushes no result (two tries pushing one XCom at once fail the one that counts)."""
+@pytest.mark.parametrize("superseded_by", ["on_kill", "a reset", "a later try"])
+def test_a_try_superseded_while_its_job_ran_leaves_the_result_to_the_next_try(superseded_by, monkeypatch, tmp_path):
+    """Airflow lets a killed try run on until its SIGKILL, and a reset try may not hear of its reset before its job
+    ends: a job that ends then is the next try's to finish. The superseded try records no cost and pushes no result
+    (two tries pushing one XCom at once fail the one that counts)."""
     from airflow.sdk.exceptions import AirflowTaskTerminated
 
     from airflow_provider_trainium.operators import job_wait
@@ -335,11 +337,16 @@ def test_a_killed_try_whose_job_ends_in_the_grace_leaves_the_result_to_the_next_
     op, _ = watched(monkeypatch, tmp_path, deferrable=False)
     ctx = context()
 
-    def killed_then_ended(*args: Any) -> JobStatus:
-        op.on_kill()  # the scheduler reset the try (the stand-in's Airflow gives no answer): the job runs on
+    def superseded_then_ended(*args: Any) -> JobStatus:
+        if superseded_by == "on_kill":
+            op.on_kill()  # the scheduler reset the try (the stand-in's Airflow gives no answer): the job runs on
+        elif superseded_by == "a reset":
+            ctx["task_state_store"].clear()  # a reset try's id is gone: Airflow finds nothing under it
+        else:
+            ctx["task_state_store"].set(job_wait.WAITING_TRY_KEY, 2)
         return JobStatus(JobState.SUCCEEDED)
 
-    monkeypatch.setattr(job_wait, "wait_in_worker", killed_then_ended)
+    monkeypatch.setattr(job_wait, "wait_in_worker", superseded_then_ended)
     with pytest.raises(AirflowTaskTerminated, match="the next one attaches to job job-7"):
         op.execute(ctx)
     assert "trainium_cost" not in ctx["ti"].xcoms
