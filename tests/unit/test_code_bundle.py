@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from airflow_provider_trainium.code_bundle import MARKER, bundle_hash, upload_bundle
+from airflow_provider_trainium.code_bundle import MARKER, CodeBundleError, bundle_hash, upload_bundle
+from trainium_trainer import boundary
 
 
 def test_renaming_a_file_changes_the_bundles_key(tmp_path):
@@ -46,3 +49,27 @@ def test_a_stored_bundle_changed_after_its_upload_is_written_again_with_only_its
     assert upload_bundle(code, root, None) == uri
     assert (shipped / "train.py").read_text() == "print('trained')"
     assert sorted(p.name for p in shipped.iterdir()) == sorted(["train.py", MARKER])
+
+
+def test_a_bundle_is_uploaded_once_by_content_and_skips_caches(tmp_path):
+    code = tmp_path / "code"
+    (code / "__pycache__").mkdir(parents=True)
+    (code / "train.py").write_text("print(1)")
+    (code / "__pycache__" / "train.cpython-311.pyc").write_bytes(b"\0")
+    root = (tmp_path / "artifacts").as_uri()
+    uri = upload_bundle(code, root, None)
+    assert uri == f"{root}/code/{bundle_hash(code)}"
+    shipped = Path(uri.removeprefix("file://"))
+    assert sorted(p.name for p in shipped.rglob("*") if p.is_file()) == [boundary.CODE_BUNDLE_MARKER, "train.py"]
+    written = (shipped / "train.py").stat().st_mtime_ns
+    assert upload_bundle(code, root, None) == uri  # a complete, unchanged bundle is not written again
+    assert (shipped / "train.py").stat().st_mtime_ns == written
+    (code / "train.py").write_text("print(2)")
+    assert upload_bundle(code, root, None) != uri  # new code, new bundle (and a new spec hash)
+
+
+def test_a_symlink_in_code_dir_is_refused(tmp_path):
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "link.py").symlink_to("/etc/hostname")
+    with pytest.raises(CodeBundleError, match="symlink"):
+        bundle_hash(tmp_path / "code")

@@ -1,4 +1,5 @@
-"""The suite's layout holds: unit tests mirror the source and stay fast, the other folders carry their markers."""
+"""The suite's layout holds: unit tests mirror the source module by module and stay fast, the other folders carry
+their markers."""
 
 from __future__ import annotations
 
@@ -21,8 +22,38 @@ DAG_RUN = re.compile(r"\bdag\.test\(|\brun_dag\(")
 SIGNATURE = re.compile(r"\bdef \w+\(([^)]*)\)")
 
 
+#: Unit test files that check a rule over many modules at once, so they name no one module: file -> why.
+CROSS_CUTTING = {
+    "test_error_hierarchies.py": "no error class name twice, over every module of the provider",
+    "test_import_graph.py": "no import loop, over every module of the provider",
+    "test_layering.py": "the import direction of every package",
+    "test_layout.py": "the layout of the whole suite",
+    "test_user_guide.py": "every Python block of the user guide (docs/), over many modules",
+    "operators/test_conventions.py": "the naming and deferrable conventions of every operator, sensor and hook",
+    "triggers/test_serialization.py": "the triggerer's round trip of every trigger the provider declares",
+    "dags/test_dag_integrity.py": "every shipped DAG imports cleanly and without torch",
+    "dags/test_parse_closure.py": "what parsing each shipped DAG imports",
+    "dags/test_budget_ceiling.py": "the budget ceiling of every shipped DAG",
+    "dags/test_stack_param.py": "the stack param of every training DAG",
+}
+
+
 def unit_files() -> list[Path]:
     return sorted(UNIT.rglob("test_*.py"))
+
+
+def source_dirs(path: Path) -> list[Path]:
+    """The source package(s) a unit test folder mirrors: at the top, the provider and the repository root."""
+    package = path.parent.relative_to(UNIT)
+    if package == Path("."):
+        return [REPO / "airflow_provider_trainium", REPO]
+    return [d for d in (REPO / "airflow_provider_trainium" / package, REPO / package) if d.is_dir()]
+
+
+def module_names(directory: Path) -> set[str]:
+    """The modules and subpackages of a source directory."""
+    modules = {p.stem for p in directory.glob("*.py") if p.stem != "__init__"}
+    return modules | {p.name for p in directory.iterdir() if (p / "__init__.py").is_file()}
 
 
 @pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))
@@ -32,6 +63,26 @@ def test_unit_tests_live_at_the_path_of_their_source_package(path: Path) -> None
         return
     candidates = (REPO / "airflow_provider_trainium" / package, REPO / package)
     assert any(c.is_dir() for c in candidates), f"tests/unit/{package} mirrors no source package"
+
+
+@pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))
+def test_unit_tests_name_a_module_of_their_source_package(path: Path) -> None:
+    """``test_<module>.py``, or ``test_<module>_<aspect>.py`` (``operators/test_job_env_hash.py`` tests
+    ``operators/job.py``), where ``<module>`` is a module or subpackage of the mirrored package."""
+    rel = str(path.relative_to(UNIT))
+    if rel in CROSS_CUTTING:
+        return
+    name = path.stem.removeprefix("test_")
+    modules = {m for d in source_dirs(path) for m in module_names(d)}
+    assert any(name == m or name.startswith(f"{m}_") for m in modules), (
+        f"tests/unit/{rel} names no module of {[str(d.relative_to(REPO)) or '.' for d in source_dirs(path)]}: "
+        f"move it to tests/unit/<package>/test_<module>[_<aspect>].py, or (a check over many modules) list it "
+        f"in CROSS_CUTTING"
+    )
+
+
+def test_every_cross_cutting_file_exists() -> None:
+    assert sorted(rel for rel in CROSS_CUTTING if not (UNIT / rel).is_file()) == []
 
 
 @pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))

@@ -1,7 +1,7 @@
 """What only the platform can tell at submit time, a Spot queue for a multi-node job or a queue (or ECS
 cluster) that does not exist, fails the task once (``AirflowFailException``): a retry would ask the same queue
 the same question, so it is never retried, and nothing is submitted (the error types: tests/unit/compute/
-test_input_errors.py).
+test_base_input_errors.py).
 
 Real operator, real backends on the moto server (a Spot compute environment and its queue made as the Batch
 stack makes them); only the task instance is a stand-in.

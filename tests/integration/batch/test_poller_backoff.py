@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_trainium.compute.batch.poller import BatchJobPoller
 from tests.integration.batch.test_poller import submit_many
-from tests.unit.compute.test_batch_backoff import THROTTLED, THROTTLING
+from tests.unit.compute.test_poller_backoff import THROTTLED, THROTTLING
 
 INTERVAL = 30.0
 #: Six throttled calls, then good rounds.

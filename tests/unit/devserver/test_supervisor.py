@@ -12,7 +12,7 @@ import pytest
 
 from devserver.supervisor import POSTGRES, Backoff, Supervisor
 from tests.unit.devserver.conftest import QUICK_DEATH, STUBBORN
-from tests.unit.devserver.test_stop import gone
+from tests.unit.devserver.test_deployment_stop import gone
 
 pytestmark = pytest.mark.process  # every test here starts processes
 

@@ -1,7 +1,7 @@
 """Every Trainium job is in the view, not only training tasks: a ``TrainiumJobOperator(script=...)`` task, a
 ``@task.trainium`` task, a DAG's own subclass and a task recorded under a former name are listed and plotted
 from their stream; one without a stream, and a DAG run without a job, get help on how to get curves instead of
-a 404. Real metadata database, auth manager and stream files, as in test_run_page.py."""
+a 404. Real metadata database, auth manager and stream files, as in test_app_run_page.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ paint inside its Airflow frame is measured with the browser's Performance API an
 
 The cheapest setup that still drives the real view: the plugin's own ASGI app mounted under its ``url_prefix`` as
 the API server mounts it, served by uvicorn in this process, over the real metadata database and auth manager
-(rows as in test_jobs.py) and a JWT in the ``_token`` cookie the Airflow UI sets. Every stream is written by the
+(rows as in test_runs_jobs.py) and a JWT in the ``_token`` cookie the Airflow UI sets. Every stream is written by the
 real writers: ``track.Tracker.from_env`` (what ``track.log`` makes from the launcher's environment) and
 ``metric_lines.from_env`` fed the Hugging Face Trainer's lines (the launcher's reader; that the unchanged script
 really prints them and gets this stream is tests/integration/byo/test_user_commands.py's promise). A stand-in
@@ -14,7 +14,7 @@ for Airflow's task-instance tab embeds the view in an iframe at the plugin's own
 The full deployment's browser tests (tests/e2e/test_trainium_view.py) keep what only it can show: the live
 training run, Airflow's own navigation and tabs. First paint: printed, never asserted (timed tests flake; speed
 targets live in benchmarks/). To see the figures:
-``.venv/bin/python -m pytest -p no:randomly -q -s tests/unit/plugins/test_view_in_chromium.py -k first_paint``.
+``.venv/bin/python -m pytest -p no:randomly -q -s tests/unit/plugins/test_trainium_view_in_chromium.py -k first_paint``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from airflow_provider_trainium.plugins.locate import run_output_prefix
 from tests.browser import chromium
 from tests.conftest import free_port, set_trainium_connection
 from tests.unit.plugins.conftest import Rows
-from tests.unit.plugins.test_jobs import DECORATED
+from tests.unit.plugins.test_runs_jobs import DECORATED
 from tests.unit.trainium_trainer.test_metric_lines import HF_OUTPUT
 from trainium_trainer import boundary, metric_lines, track
 from trainium_trainer.common.stream import read_records
