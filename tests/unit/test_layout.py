@@ -56,28 +56,27 @@ def module_names(directory: Path) -> set[str]:
     return modules | {p.name for p in directory.iterdir() if (p / "__init__.py").is_file()}
 
 
-@pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))
-def test_unit_tests_live_at_the_path_of_their_source_package(path: Path) -> None:
-    package = path.parent.relative_to(UNIT)
-    if package == Path("."):
-        return
-    candidates = (REPO / "airflow_provider_trainium" / package, REPO / package)
-    assert any(c.is_dir() for c in candidates), f"tests/unit/{package} mirrors no source package"
+def test_unit_tests_live_at_the_path_of_their_source_package() -> None:
+    packages = {path.parent.relative_to(UNIT) for path in unit_files()} - {Path(".")}
+    sources = {package: (REPO / "airflow_provider_trainium" / package, REPO / package) for package in packages}
+    astray = [f"tests/unit/{package}" for package in sorted(packages) if not any(d.is_dir() for d in sources[package])]
+    assert astray == [], "these folders mirror no source package"
 
 
-@pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))
-def test_unit_tests_name_a_module_of_their_source_package(path: Path) -> None:
+def names_a_module(path: Path) -> bool:
     """``test_<module>.py``, or ``test_<module>_<aspect>.py`` (``operators/test_job_env_hash.py`` tests
     ``operators/job.py``), where ``<module>`` is a module or subpackage of the mirrored package."""
-    rel = str(path.relative_to(UNIT))
-    if rel in CROSS_CUTTING:
-        return
     name = path.stem.removeprefix("test_")
     modules = {m for d in source_dirs(path) for m in module_names(d)}
-    assert any(name == m or name.startswith(f"{m}_") for m in modules), (
-        f"tests/unit/{rel} names no module of {[str(d.relative_to(REPO)) or '.' for d in source_dirs(path)]}: "
-        f"move it to tests/unit/<package>/test_<module>[_<aspect>].py, or (a check over many modules) list it "
-        f"in CROSS_CUTTING"
+    return any(name == m or name.startswith(f"{m}_") for m in modules)
+
+
+def test_unit_tests_name_a_module_of_their_source_package() -> None:
+    unnamed = [str(p.relative_to(UNIT)) for p in unit_files()
+               if str(p.relative_to(UNIT)) not in CROSS_CUTTING and not names_a_module(p)]  # fmt: skip
+    assert unnamed == [], (
+        "these name no module of the package their folder mirrors: move each to "
+        "tests/unit/<package>/test_<module>[_<aspect>].py, or (a check over many modules) list it in CROSS_CUTTING"
     )
 
 
@@ -85,14 +84,17 @@ def test_every_cross_cutting_file_exists() -> None:
     assert sorted(rel for rel in CROSS_CUTTING if not (UNIT / rel).is_file()) == []
 
 
-@pytest.mark.parametrize("path", unit_files(), ids=lambda p: str(p.relative_to(UNIT)))
-def test_unit_tests_use_no_server_dag_run_or_build(path: Path) -> None:
-    if path == Path(__file__).resolve():
-        return
+def server_dag_run_or_build(path: Path) -> list[str]:
+    """The server fixtures a test file's functions take, and the whole DAG runs it starts."""
     text = path.read_text()
     params = {p.split(":")[0].split("=")[0].strip() for m in SIGNATURE.finditer(text) for p in m.group(1).split(",")}
-    found = sorted(params & SERVER_FIXTURES) + sorted({m.group(0) for m in DAG_RUN.finditer(text)})
-    assert not found, f"{path.relative_to(TESTS)} uses {found}: it belongs in tests/integration/<area>/"
+    return sorted(params & SERVER_FIXTURES) + sorted({m.group(0) for m in DAG_RUN.finditer(text)})
+
+
+def test_unit_tests_use_no_server_dag_run_or_build() -> None:
+    found = {str(p.relative_to(TESTS)): uses for p in unit_files()
+             if p != Path(__file__).resolve() and (uses := server_dag_run_or_build(p))}  # fmt: skip
+    assert found == {}, "these belong in tests/integration/<area>/"
 
 
 class _Item:
