@@ -22,8 +22,9 @@ os.environ.setdefault("AIRFLOW_HOME", os.path.join(_REPO, ".airflow"))
 def _worker_home() -> None:
     """Under pytest-xdist, each worker gets its own Airflow home below the shared one (its own metadata
     database, default artifact root and logs), seeded with the shared home's migrated database when there is
-    one. Set before anything imports Airflow, which reads AIRFLOW_HOME once."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    one; so does a pytest process run beside another (``TESTS_WORKER``: make test-fast's halves). Set before
+    anything imports Airflow, which reads AIRFLOW_HOME once."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("TESTS_WORKER")
     if not worker:
         return
     shared = os.environ["AIRFLOW_HOME"]
