@@ -80,8 +80,12 @@ class LogCursor:
         self._loaded = True
 
     async def save(self) -> None:
+        """Write the positions, even when the watcher is cancelled mid-save (a triggerer stopping): a cancelled
+        executor job that has not started never runs, and the next watcher would emit those lines again. So the
+        write is handed to the executor at once and shielded from the cancellation."""
         if self.uri and self._dirty:
-            await asyncio.to_thread(self._write, {k: list(v) for k, v in self.positions.items()})
+            data = {k: list(v) for k, v in self.positions.items()}
+            await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, self._write, data))
             self._dirty = False
 
     def start_kwargs(self, stream: str) -> dict[str, Any]:
