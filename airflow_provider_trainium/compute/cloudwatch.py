@@ -17,6 +17,8 @@ log, while the cursor says they were emitted). The loop leaves the lines it find
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import json
 import re
 from collections import deque
@@ -85,7 +87,8 @@ class LogCursor:
         write is handed to the executor at once and shielded from the cancellation."""
         if self.uri and self._dirty:
             data = {k: list(v) for k, v in self.positions.items()}
-            await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, self._write, data))
+            write = functools.partial(contextvars.copy_context().run, self._write, data)  # as asyncio.to_thread
+            await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, write))
             self._dirty = False
 
     def start_kwargs(self, stream: str) -> dict[str, Any]:
