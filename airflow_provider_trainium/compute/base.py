@@ -228,12 +228,19 @@ class ComputeBackend(ABC):
     def cancel(self, handle: JobHandle, reason: str) -> None: ...
 
     def wait(
-        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
+        self,
+        handle: JobHandle,
+        log: LogSink,
+        timeout_seconds: float,
+        budget: dict[str, float] | None = None,
+        log_cursor_uri: str | None = None,
     ) -> JobStatus:
         """Block until the job ends, streaming its log. Remote backends defer instead.
 
         ``budget`` (``{"max_cost_usd", "cost_per_hour_usd"}``): a backend that bills stops the job once its
-        accrued cost passes ``max_cost_usd``; one that costs nothing (local) ignores it.
+        accrued cost passes ``max_cost_usd``; one that costs nothing (local) ignores it. ``log_cursor_uri``: where
+        a backend that reads its log from a cursor keeps it (a retried worker resumes there); local compute
+        reads its processes' pipes and ignores it.
         """
         raise NotImplementedError(f"{self.name} jobs are waited on by a trigger")
 

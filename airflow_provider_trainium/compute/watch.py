@@ -90,21 +90,6 @@ class WatchedBackend:
         return wait_in_worker(self.watch(request), log)
 
 
-def wait_for(
-    backend: ComputeBackend,
-    handle: JobHandle,
-    log: LogSink,
-    timeout_seconds: float,
-    budget: dict[str, float] | None = None,
-    log_cursor_uri: str | None = None,
-) -> JobStatus:
-    """Wait in the worker: a watched backend runs its trigger's loop, with the trigger's log cursor; any other
-    backend waits its own way (its log is not read from a cursor)."""
-    if isinstance(backend, WatchedBackend):
-        return backend.wait(handle, log, timeout_seconds, budget, log_cursor_uri)
-    return backend.wait(handle, log, timeout_seconds, budget)
-
-
 def drain_logs(backend: ComputeBackend, event: dict[str, Any], log: LogSink, log_cursor_uri: str | None) -> JobStatus:
     """The status a trigger's event carries, after the worker logged what the job wrote past the trigger's log
     cursor (its tail, which the trigger leaves here); those lines end the status's ``log_tail``. Without a cursor

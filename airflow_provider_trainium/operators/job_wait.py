@@ -159,10 +159,8 @@ def wait_in_worker(
 
     status = backend.status(handle)
     if not status.state.terminal:
-        from airflow_provider_trainium.compute.watch import wait_for
-
         budget = watch_budget(max_cost_usd, prepared.spec)
-        status = wait_for(backend, handle, log, timeout.total_seconds(), budget, log_cursor(prepared, handle))
+        status = backend.wait(handle, log, timeout.total_seconds(), budget, log_cursor(prepared, handle))
     return status
 
 

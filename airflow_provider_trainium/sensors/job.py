@@ -132,9 +132,7 @@ class TrainiumJobSensor(BaseSensorOperator):
                 method_name="execute_complete",
                 timeout=self.wait_timeout() + DEFER_GRACE,
             )
-        from airflow_provider_trainium.compute.watch import wait_for
-
-        status = wait_for(backend, handle, self.log.info, self.wait_timeout().total_seconds(), None, cursor)
+        status = backend.wait(handle, self.log.info, self.wait_timeout().total_seconds(), None, cursor)
         return self.finish(handle, status)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:

@@ -295,8 +295,13 @@ class LocalBackend(ComputeBackend):
         )
 
     def wait(
-        self, handle: JobHandle, log: LogSink, timeout_seconds: float, budget: dict[str, float] | None = None
-    ) -> JobStatus:  # a local job costs nothing: its budget never stops it
+        self,
+        handle: JobHandle,
+        log: LogSink,
+        timeout_seconds: float,
+        budget: dict[str, float] | None = None,
+        log_cursor_uri: str | None = None,
+    ) -> JobStatus:  # a local job costs nothing (its budget never stops it) and reads its logs from pipes
         job = self._job(handle)
         if job is None:
             return self.status(handle)
