@@ -9,6 +9,7 @@ operator asks the backend instead of branching on its name. The set of backends 
 from __future__ import annotations
 
 import enum
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -235,13 +236,18 @@ class ComputeBackend(ABC):
         budget: dict[str, float] | None = None,
         log_cursor_uri: str | None = None,
     ) -> JobStatus:
-        """Block until the job ends, streaming its log. Remote backends defer instead.
+        """Block until the job ends, streaming its log, or stop it after ``timeout_seconds``. Remote backends defer
+        instead; a task that does not defer waits here (:meth:`wait_until`).
 
         ``budget`` (``{"max_cost_usd", "cost_per_hour_usd"}``): a backend that bills stops the job once its
         accrued cost passes ``max_cost_usd``; one that costs nothing (local) ignores it. ``log_cursor_uri``: where
         a backend that reads its log from a cursor keeps it (a retried worker resumes there); local compute
         reads its processes' pipes and ignores it.
         """
+        return self.wait_until(WatchRequest(handle, time.time() + timeout_seconds, budget, log_cursor_uri), log)
+
+    def wait_until(self, request: WatchRequest, log: LogSink) -> JobStatus:
+        """:meth:`wait`, as every way of waiting takes it: the job, its deadline, budget and log cursor."""
         raise NotImplementedError(f"{self.name} jobs are waited on by a trigger")
 
     def billed_intervals(self, handle: JobHandle) -> list[Interval] | None:

@@ -77,16 +77,8 @@ class WatchedBackend:
         watch.tail_in_worker = request.log_cursor_uri is not None
         return trigger_from(self.trigger_classpath, {"watch": watch_kwargs(watch)})
 
-    def wait(
-        self,
-        handle: JobHandle,
-        log: LogSink,
-        timeout_seconds: float,
-        budget: dict[str, float] | None = None,
-        log_cursor_uri: str | None = None,
-    ) -> JobStatus:
+    def wait_until(self, request: WatchRequest, log: LogSink) -> JobStatus:
         """The worker-side wait (non-deferrable tasks): the same watch loop, run here to its one event."""
-        request = WatchRequest(handle, time.time() + timeout_seconds, budget, log_cursor_uri)
         return wait_in_worker(self.watch(request), log)
 
 

@@ -29,6 +29,7 @@ from airflow_provider_trainium.compute.base import (
     JobState,
     JobStatus,
     LogSink,
+    WatchRequest,
 )
 from airflow_provider_trainium.compute.local import environment, logs
 from airflow_provider_trainium.compute.local.processes import LOST, LocalJob, Node, kill_live_groups, start_node
@@ -294,14 +295,10 @@ class LocalBackend(ComputeBackend):
             handle.job_name, {"state": JobState.CANCELLED.value, "job_id": handle.job_id, "reason": reason}
         )
 
-    def wait(
-        self,
-        handle: JobHandle,
-        log: LogSink,
-        timeout_seconds: float,
-        budget: dict[str, float] | None = None,
-        log_cursor_uri: str | None = None,
-    ) -> JobStatus:  # a local job costs nothing (its budget never stops it) and reads its logs from pipes
+    def wait_until(self, request: WatchRequest, log: LogSink) -> JobStatus:
+        """Reads the processes' pipes (no log cursor); a local job costs nothing, so no budget stops it."""
+        handle = request.handle
+        timeout_seconds = request.deadline - time.time()
         job = self._job(handle)
         if job is None:
             return self.status(handle)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_trainium.compute.backends import BackendEntry, compute_choices, register_backend
-from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus, LogSink
+from airflow_provider_trainium.compute.base import ComputeBackend, JobHandle, JobState, JobStatus, LogSink, WatchRequest
 from airflow_provider_trainium.neuron.spec import JobSpec
 
 STATE_ENV = "RECORDING_BACKEND_DIR"
@@ -58,8 +58,8 @@ class RecordingBackend(ComputeBackend):
     def cancel(self, handle: JobHandle, reason: str) -> None:
         self._file(handle.job_name).unlink(missing_ok=True)
 
-    def wait(self, handle: JobHandle, log: LogSink, timeout_seconds: float) -> JobStatus:
-        return self.status(handle)
+    def wait_until(self, request: WatchRequest, log: LogSink) -> JobStatus:
+        return self.status(request.handle)
 
 
 def register() -> None:
