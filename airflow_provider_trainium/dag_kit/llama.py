@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_trainium.dag_kit.helpers import run_prefix, stage_uris
 from airflow_provider_trainium.dag_kit.tasks import has_data_task, image_branch_task
 from airflow_provider_trainium.dag_kit.templates import (
     IMAGE_BUILT_OR_FROM_PARAMS,
@@ -21,6 +20,7 @@ from airflow_provider_trainium.dag_kit.templates import (
     param_args,
     planned,
 )
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
 
 EVALUATE_ENTRY_POINT = "trainium_trainer.llama.evaluate"
+#: Passes the ``runtime`` param (``params.runtime_param``) to the Llama trainer; ``auto`` lets it choose.
+RUNTIME_ENV = {boundary.ENV_RUNTIME: "{{ '' if params.runtime == 'auto' else params.runtime }}"}
 
 
 def pretrain_plan(*parts: str, tokenizer_file: str) -> PlanFunction:
@@ -39,6 +41,8 @@ def pretrain_plan(*parts: str, tokenizer_file: str) -> PlanFunction:
     (the file name comes from the DAG: the provider names no file the trainer also names, but ``boundary``'s)."""
 
     def run_plan(params: Mapping[str, Any], config: TrainiumConfig, context: Mapping[str, Any]) -> dict[str, Any]:
+        from airflow_provider_trainium.dag_kit.helpers import run_prefix, stage_uris
+
         uris = stage_uris(run_prefix(config, *parts, run_id=context["run_id"]))
         return {**uris, "tokenizer_uri": f"{uris['data_uri']}/{tokenizer_file}"}
 

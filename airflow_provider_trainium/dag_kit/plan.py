@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_trainium.dag_kit.helpers import trainium_config
-
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig
 
@@ -36,6 +34,7 @@ def plan_record(context: Mapping[str, Any], task_id: str = PLAN_TASK_ID) -> dict
     from airflow.providers.common.compat.sdk import AirflowFailException
 
     from airflow_provider_trainium import artifacts
+    from airflow_provider_trainium.dag_kit.helpers import trainium_config
     from airflow_provider_trainium.registry.seal import plan_key, seal_holds
     from trainium_trainer import boundary
 

@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import task
 
-from airflow_provider_trainium.dag_kit.checks import check_run
-from airflow_provider_trainium.dag_kit.helpers import trainium_config
-from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID, PlanFunction, plan_record, write_plan_record
+from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID
 from airflow_provider_trainium.dag_kit.templates import compile_cache_of
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
 
+    from airflow_provider_trainium.dag_kit.plan import PlanFunction
     from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
     from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 
@@ -45,6 +44,9 @@ def check_params_task(
 
     @task(task_id=task_id, retries=FIRST_TASK_RETRIES, retry_delay=timedelta(seconds=10))
     def check_params(params: dict | None = None, **context: Any) -> dict[str, Any] | None:
+        from airflow_provider_trainium.dag_kit.checks import check_run
+        from airflow_provider_trainium.dag_kit.plan import write_plan_record
+
         config = check_run(
             params or {},
             entry_point=entry_point,
@@ -74,6 +76,7 @@ def has_data_task(
     @task.short_circuit(task_id=task_id)
     def has_data(planned: Any, **context: Any) -> bool:  # `planned`: the plan task's XCom, a dependency only
         from airflow_provider_trainium import artifacts
+        from airflow_provider_trainium.dag_kit.plan import plan_record
 
         plan = plan_record(context)  # the sealed record, not the XCom
         index = artifacts.read_json(f"{plan['data_uri'].rstrip('/')}/index.json")
@@ -92,6 +95,7 @@ def image_branch_task(*, build_task_id: str, skip_to: str, task_id: str = "image
     @task.branch(task_id=task_id)
     def image_needed(params: dict | None = None) -> str:
         from airflow_provider_trainium.compute.backends import resolve_compute
+        from airflow_provider_trainium.dag_kit.helpers import trainium_config
 
         params = params or {}
         compute = resolve_compute(params["compute"], trainium_config(), int(params["nodes"]))

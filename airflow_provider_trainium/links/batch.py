@@ -9,8 +9,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-import attrs
-
 from airflow_provider_trainium.links.record import RecordLink, console
 
 #: Nodes that get their own log link; larger jobs list every stream on the job's console page.
@@ -43,7 +41,6 @@ def batch_node_log_url(record: dict[str, Any], node: int) -> str:
     )
 
 
-@attrs.define
 class BatchJobLink(RecordLink):
     """The AWS Batch console page of the job (all nodes, attempts and status reasons)."""
 
@@ -54,12 +51,20 @@ class BatchJobLink(RecordLink):
         return batch_job_url(record)
 
 
-@attrs.define
 class BatchNodeLogsLink(RecordLink):
-    """The CloudWatch log stream of one node of the job."""
+    """The CloudWatch log stream of one node of the job. A plain class, as the ECS links are: ``attrs`` would
+    generate its methods while every DAG file that uses the job operator is parsed."""
 
-    node: int = 0
     kind = "batch"
+
+    def __init__(self, node: int = 0) -> None:
+        self.node = node
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.node == self.node
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(node={self.node})"
 
     @property
     def name(self) -> str:
