@@ -46,9 +46,7 @@ class BatchJobLink(RecordLink):
 
     name = "AWS Batch job"
     kind = "batch"
-
-    def url(self, record: dict[str, Any]) -> str:
-        return batch_job_url(record)
+    url = staticmethod(batch_job_url)
 
 
 class BatchNodeLogsLink(RecordLink):

@@ -32,17 +32,13 @@ def ecs_log_url(record: dict[str, Any]) -> str:
 class EcsTaskLink(RecordLink):
     name = "ECS task"
     kind = "ecs"
-
-    def url(self, record: dict[str, Any]) -> str:
-        return ecs_task_url(record)
+    url = staticmethod(ecs_task_url)
 
 
 class EcsTaskLogLink(RecordLink):
     name = "ECS task log (CloudWatch)"
     kind = "ecs"
-
-    def url(self, record: dict[str, Any]) -> str:
-        return ecs_log_url(record)
+    url = staticmethod(ecs_log_url)
 
 
 def ecs_links() -> tuple[RecordLink, ...]:

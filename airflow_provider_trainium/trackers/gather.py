@@ -141,23 +141,6 @@ def scalars(cost: dict[str, Any] | None, summary: dict[str, Any] | None) -> dict
     return found
 
 
-def gather(
-    ti: TaskInstanceId,
-    spec: JobSpec,
-    compute: str,
-    stream: StreamRead | None,
-    cost: dict[str, Any] | None,
-    summary: dict[str, Any] | None,
-) -> RunExport:
-    return RunExport(
-        ti=ti,
-        params=job_params(ti, spec, compute),
-        curves=curves(stream),
-        scalars=scalars(cost, summary),
-        notes=list(stream.summary()["notes"]) if stream is not None else [],
-    )
-
-
 def collect(
     ti: TaskInstanceId,
     spec: JobSpec,
@@ -168,6 +151,13 @@ def collect(
     cost: dict[str, Any] | None,
     summary: dict[str, Any] | None,
 ) -> RunExport:
-    """:func:`gather` over the stream under the job's output URI (which must lie in the artifact root)."""
+    """What a tracker records of the job: its params, the curves and notes of the stream under its output URI
+    (which must lie in the artifact root), and its final scalars."""
     stream = read_stream(spec.output_uri or "", artifact_root, aws_conn_id) if spec.output_uri else None
-    return gather(ti, spec, compute, stream, cost, summary)
+    return RunExport(
+        ti=ti,
+        params=job_params(ti, spec, compute),
+        curves=curves(stream),
+        scalars=scalars(cost, summary),
+        notes=list(stream.summary()["notes"]) if stream is not None else [],
+    )
