@@ -7,9 +7,8 @@ the triggerer (ECS, Batch). This module only sequences one try: prepare (``job_s
 ``job_finish``); ``job_lineage`` holds its OpenLineage hooks. It never names a backend: it asks the one it resolved
 what it can do (``defers``, ``runs_image``, ``check``, its job environment).
 
-A DAG file that declares this operator loads none of ``compute/``: the backend table (``backend_table``) gives
-the links at parse time, and each ``compute`` module and every helper only a running try calls are imported by the
-method that runs them.
+A DAG file that declares this operator loads none of ``compute/``: the backend table gives the links at parse
+time, and each ``compute`` module and run-time helper is imported by the method that runs it.
 """
 
 from __future__ import annotations
@@ -295,7 +294,7 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
 
 
 def __getattr__(name: str) -> Any:
-    """The former class names (``deprecated_names``), which warn."""
-    from airflow_provider_trainium import deprecated_names  # only for a name this module lacks
+    """The former class names (``deprecated_names``, loaded only for a name this module lacks), which warn."""
+    from airflow_provider_trainium import deprecated_names
 
     return deprecated_names.resolve(__name__, name)

@@ -135,3 +135,19 @@ def test_every_type_ignore_names_its_code_and_why() -> None:
         if "type: ignore" in line and not re.search(r"type: ignore\[[^]]+\]  # \S", line)
     ]
     assert bare == []
+
+
+#: The most lines a provider module may hold, and the job operator's own limit: it only sequences a try.
+MAX_MODULE_LINES = 450
+MAX_LINES = {"airflow_provider_trainium/operators/job.py": 300}
+
+
+def test_no_provider_module_outgrows_one_job() -> None:
+    """A module past its limit holds more than one job: split it by job, as ``operators/job_*.py`` are."""
+    too_long = {
+        name: lines
+        for path in sorted((REPO / "airflow_provider_trainium").rglob("*.py"))
+        if (lines := len(path.read_text().splitlines()))
+        > MAX_LINES.get(name := str(path.relative_to(REPO)), MAX_MODULE_LINES)
+    }
+    assert too_long == {}
