@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 from trainium_trainer import boundary
 
@@ -71,8 +72,6 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return getattr(importlib.import_module(_FROM_COMPUTE[name]), name)
-    from airflow_provider_trainium import deprecated_names  # only for a name this module lacks
-
     return deprecated_names.resolve(__name__, name)
 
 

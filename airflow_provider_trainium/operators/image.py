@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.ecr import EcrImageLink
 from airflow_provider_trainium.links.record import push_record
@@ -321,6 +322,4 @@ class TrainiumImageBuildOperator(BaseOperator):
 
 def __getattr__(name: str) -> Any:
     """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
-    from airflow_provider_trainium import deprecated_names  # only for a name this module lacks
-
     return deprecated_names.resolve(__name__, name)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator, Context
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.backend_table import all_links, backend_links, backends
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.record import job_record, push_record
@@ -294,7 +295,5 @@ class TrainiumJobOperator(JobSpecMixin, JobWaitMixin, JobLineageMixin, Resumable
 
 
 def __getattr__(name: str) -> Any:
-    """The former class names (``deprecated_names``, loaded only for a name this module lacks), which warn."""
-    from airflow_provider_trainium import deprecated_names
-
+    """The former class names (``deprecated_names``), which warn."""
     return deprecated_names.resolve(__name__, name)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 from airflow_provider_trainium.model_asset import model_asset, validate_model_name
 
@@ -407,6 +408,4 @@ class TrainiumPromoteModelAliasOperator(BaseOperator):
 
 def __getattr__(name: str) -> Any:
     """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
-    from airflow_provider_trainium import deprecated_names  # only for a name this module lacks
-
     return deprecated_names.resolve(__name__, name)

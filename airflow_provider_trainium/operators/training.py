@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
+from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.operators.job import TrainiumJobOperator
 from trainium_trainer import boundary
 
@@ -178,6 +179,4 @@ class TrainiumTrainingOperator(TrainiumJobOperator):
 
 def __getattr__(name: str) -> Any:
     """The former class names (:mod:`airflow_provider_trainium.deprecated_names`)."""
-    from airflow_provider_trainium import deprecated_names  # only for a name this module lacks
-
     return deprecated_names.resolve(__name__, name)
