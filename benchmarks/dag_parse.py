@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 TRIVIAL = """
 from datetime import datetime
@@ -69,28 +70,37 @@ print(first, parse())  # the second parse finds every module imported: what decl
 """
 
 
-def stock_twin(path: Path) -> str:
-    """The source of ``path``'s DAGs declared with Airflow alone: the DAG arguments Airflow works on while parsing
-    (schedule, default args, params with their schemas), one TaskFlow task per task id (a task of Airflow's own
-    kind, a branch or a short circuit, with the same decorator, any other with ``@task``), the same edges."""
+def dags_of(path: Path) -> list[Any]:
+    """The DAGs a DAG file declares at module level."""
     import importlib.util
 
     from airflow.sdk import DAG
-    from airflow.sdk.definitions._internal.types import NOTSET
 
-    spec = importlib.util.spec_from_file_location(f"twin_of_{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(f"dags_of_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    dags = [value for value in vars(module).values() if isinstance(value, DAG)]
+    return [value for value in vars(module).values() if isinstance(value, DAG)]
+
+
+def twin_decorator(task: Any) -> str:
+    """The TaskFlow decorator a task's twin gets: a task of Airflow's own kind (a branch, a short circuit) keeps
+    its decorator; any other task becomes ``@task``."""
+    return task.custom_operator_name if type(task).__module__.startswith("airflow.") else "@task"
+
+
+def stock_twin(path: Path) -> str:
+    """The source of ``path``'s DAGs declared with Airflow alone: the DAG arguments Airflow works on while parsing
+    (schedule, default args, params with their schemas), one TaskFlow task per task id (``twin_decorator``), the
+    same edges."""
+    from airflow.sdk.definitions._internal.types import NOTSET
+
+    dags = dags_of(path)
     if not dags:
         raise SystemExit(f"{path}: no DAG at module level to build a stock twin of")
     lines = ["import datetime", "from airflow.sdk import DAG, Param, task"]
     for dag in dags:
-        decorators = {
-            t.task_id: t.custom_operator_name if type(t).__module__.startswith("airflow.") else "@task"
-            for t in dag.tasks
-        }
+        decorators = {t.task_id: twin_decorator(t) for t in dag.tasks}
         steps = {decorator: f"step_{n}" for n, decorator in enumerate(sorted(set(decorators.values())))}
         for decorator, function in steps.items():
             lines += [decorator, f"def {function}():", "    return True"]

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
         trainium_config,
     )
     from airflow_provider_trainium.dag_kit.llama import (
-        RUNTIME_ENV,
         beats_untrained,
         evaluate_llama,
         image_then_data,
@@ -73,6 +72,7 @@ if TYPE_CHECKING:
         FLAG_NAMES,
         IMAGE_BUILT_OR_FROM_PARAMS,
         IMAGE_FROM_PARAMS,
+        RUNTIME_ENV,
         compile_cache_of,
         dag_args,
         job_layout,
@@ -84,8 +84,6 @@ if TYPE_CHECKING:
         trainium_dag,
     )
 
-#: The modules of this package, reachable as attributes (``kit.params``) as when this file imported them all.
-_MODULES = frozenset({"checks", "gates", "helpers", "llama", "params", "plan", "tasks", "templates"})
 #: Each exported name -> the module of this package that defines it.
 _HOMES = {
     "FLAG_NAMES": "templates",
@@ -94,7 +92,7 @@ _HOMES = {
     "PLAN_RECORD": "plan",
     "PLAN_TASK_ID": "plan",
     "PlanFunction": "plan",
-    "RUNTIME_ENV": "llama",
+    "RUNTIME_ENV": "templates",
     "beats_untrained": "llama",
     "check_params_task": "tasks",
     "check_run": "checks",
@@ -174,6 +172,9 @@ __all__ = [
     "trainium_dag",
     "write_plan_record",
 ]
+
+#: The modules of this package, reachable as attributes (``kit.params``) as when this file imported them all.
+_MODULES = frozenset({*_HOMES.values(), "params"})
 
 
 def __getattr__(name: str) -> Any:

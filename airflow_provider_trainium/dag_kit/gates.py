@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import task
 
+from airflow_provider_trainium.dag_kit.plan import plan_record
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.definitions.xcom_arg import XComArg
@@ -34,7 +36,6 @@ def evaluation_gate_task(
     @task.short_circuit(task_id=task_id)
     def gate(planned: Any, registered: Any = None, **context: Any) -> bool:  # `planned`: a dependency only
         from airflow_provider_trainium.dag_kit.helpers import fail_on_mismatch, read_evaluation
-        from airflow_provider_trainium.dag_kit.plan import plan_record
         from airflow_provider_trainium.operators.registry import evaluation_job_name, evaluation_uri
         from airflow_provider_trainium.registry.verdict import VerdictError, check_verdict, read_verdict
         from airflow_provider_trainium.registry.verdict import describe as verdict_line

@@ -20,7 +20,6 @@ from airflow_provider_trainium.dag_kit.templates import (
     param_args,
     planned,
 )
-from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     from airflow_provider_trainium.operators.registry import TrainiumRegisterModelOperator
 
 EVALUATE_ENTRY_POINT = "trainium_trainer.llama.evaluate"
-#: Passes the ``runtime`` param (``params.runtime_param``) to the Llama trainer; ``auto`` lets it choose.
-RUNTIME_ENV = {boundary.ENV_RUNTIME: "{{ '' if params.runtime == 'auto' else params.runtime }}"}
 
 
 def pretrain_plan(*parts: str, tokenizer_file: str) -> PlanFunction:

@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import task
 
-from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID
+from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID, PlanFunction, plan_record, write_plan_record
 from airflow_provider_trainium.dag_kit.templates import compile_cache_of
 from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg
 
-    from airflow_provider_trainium.dag_kit.plan import PlanFunction
     from airflow_provider_trainium.operators.compile import TrainiumCompileOperator
     from airflow_provider_trainium.operators.training import TrainiumTrainingOperator
 
@@ -45,7 +44,6 @@ def check_params_task(
     @task(task_id=task_id, retries=FIRST_TASK_RETRIES, retry_delay=timedelta(seconds=10))
     def check_params(params: dict | None = None, **context: Any) -> dict[str, Any] | None:
         from airflow_provider_trainium.dag_kit.checks import check_run
-        from airflow_provider_trainium.dag_kit.plan import write_plan_record
 
         config = check_run(
             params or {},
@@ -76,7 +74,6 @@ def has_data_task(
     @task.short_circuit(task_id=task_id)
     def has_data(planned: Any, **context: Any) -> bool:  # `planned`: the plan task's XCom, a dependency only
         from airflow_provider_trainium import artifacts
-        from airflow_provider_trainium.dag_kit.plan import plan_record
 
         plan = plan_record(context)  # the sealed record, not the XCom
         index = artifacts.read_json(f"{plan['data_uri'].rstrip('/')}/index.json")

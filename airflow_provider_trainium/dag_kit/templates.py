@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID
+from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID, plan_record
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
@@ -23,6 +24,8 @@ IMAGE_FROM_PARAMS = "{{ params.image or '' }}"
 #: The run's ``image`` param, else the image this run's ``build_image`` task built (``llama.image_then_data``), else
 #: none (the connection's image).
 IMAGE_BUILT_OR_FROM_PARAMS = "{{ params.image or ti.xcom_pull(task_ids='build_image') or '' }}"
+#: Passes the ``runtime`` param (``runtime_param``) to the trainer; ``auto`` lets it choose.
+RUNTIME_ENV = {boundary.ENV_RUNTIME: "{{ '' if params.runtime == 'auto' else params.runtime }}"}
 
 #: Trainer flags whose name is not the param's name with dashes.
 FLAG_NAMES = {"learning_rate": "--lr"}
@@ -67,8 +70,6 @@ def _template_macros() -> dict[str, Any]:
 
     @pass_context
     def trainium_plan(ctx: Any, task_id: str = PLAN_TASK_ID) -> dict[str, Any]:
-        from airflow_provider_trainium.dag_kit.plan import plan_record
-
         return plan_record(ctx.get_all(), task_id)
 
     @pass_context

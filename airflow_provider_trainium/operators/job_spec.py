@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.operators.defaults import wait_options
+from trainium_trainer import boundary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -159,7 +160,6 @@ class JobSpecMixin:
 
     def extra_env(self, context: Context, config: TrainiumConfig, backend: ComputeBackend) -> dict[str, str]:
         from airflow_provider_trainium.neuron.inputs import allowed_prefixes, prefixes_env
-        from trainium_trainer import boundary
 
         # the trainer checks its inputs again against these prefixes
         env: dict[str, str] = prefixes_env(allowed_prefixes(config.artifact_root, config.allowed_input_prefixes))
@@ -179,7 +179,6 @@ class JobSpecMixin:
         if not patterns:
             return {}
         from airflow_provider_trainium.neuron.spec import JobSpecError, runs_user_code
-        from trainium_trainer import boundary
 
         if isinstance(patterns, str):
             if patterns not in boundary.METRIC_PATTERN_SETS:
@@ -196,7 +195,6 @@ class JobSpecMixin:
     def profile_env(self) -> dict[str, str]:
         """``profile_steps`` as the trainer's variable, checked before anything starts."""
         from airflow_provider_trainium.neuron.spec import JobSpecError
-        from trainium_trainer import boundary
 
         if self.profile_steps is None:
             return {}

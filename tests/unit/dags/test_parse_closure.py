@@ -11,11 +11,11 @@ for those too, and no DAG can avoid them. A module that only the baseline loaded
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,38 +160,23 @@ def test_a_dag_file_loads_nothing_only_a_running_task_needs(dag_file: Path):
 
 
 @pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda p: p.name)
-def test_the_benchmarks_stock_twin_declares_the_same_dag_with_airflow_alone(dag_file: Path):
+def test_the_benchmarks_stock_twin_declares_the_same_dag_with_airflow_alone(dag_file: Path, tmp_path: Path):
     """``make bench-parse`` measures each file against its twin: same schedule, params, task ids, task kinds and
     edges, and nothing of the provider's (else the ratio would not isolate what the provider adds)."""
-    from airflow.sdk import DAG
-
-    from benchmarks.dag_parse import stock_twin
+    from benchmarks.dag_parse import dags_of, stock_twin, twin_decorator
 
     source = stock_twin(dag_file)
     assert "airflow_provider_trainium" not in source and "trainium_trainer" not in source
-    twin_globals: dict = {}
-    exec(compile(source, f"stock_twin_of_{dag_file.name}", "exec"), twin_globals)
-    spec = importlib.util.spec_from_file_location(f"original_{dag_file.stem}", dag_file)
-    assert spec is not None and spec.loader is not None
-    original = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(original)
-    (dag,) = [v for v in vars(original).values() if isinstance(v, DAG)]
-    (twin,) = [v for v in twin_globals.values() if isinstance(v, DAG)]
+    twin_file = tmp_path / f"stock_twin_of_{dag_file.name}"
+    twin_file.write_text(source)
+    ((dag,), (twin,)) = dags_of(dag_file), dags_of(twin_file)
 
-    def shape(d: DAG) -> dict:
+    def shape(d: Any) -> dict:
         return {
             "schedule": d.schedule,
             "params": {k: (d.params.get_param(k).value, d.params.get_param(k).schema) for k in d.params},
             "edges": sorted((up, t.task_id) for t in d.tasks for up in t.upstream_task_ids),
-            "airflow kinds": sorted(
-                (t.task_id, t.custom_operator_name) for t in d.tasks if type(t).__module__.startswith("airflow.")
-            ),
+            "kinds": sorted((t.task_id, twin_decorator(t)) for t in d.tasks),
         }
 
-    assert shape(twin)["airflow kinds"] == sorted(
-        (t.task_id, t.custom_operator_name if type(t).__module__.startswith("airflow.") else "@task") for t in dag.tasks
-    )
-    original_shape = shape(dag)
-    twin_shape = shape(twin)
-    original_shape.pop("airflow kinds"), twin_shape.pop("airflow kinds")
-    assert twin_shape == original_shape
+    assert shape(twin) == shape(dag)
