@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow.sdk import ObjectStoragePath

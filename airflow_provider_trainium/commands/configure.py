@@ -8,7 +8,7 @@ import sys
 from typing import Any, TextIO
 
 from airflow_provider_trainium.commands import airflow_arg
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
 CONN_TYPE = "trainium"
 

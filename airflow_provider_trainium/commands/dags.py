@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from airflow_provider_trainium.commands import airflow_arg
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
 HELP = "copy the provider's DAGs into a DAGs folder or an s3:// prefix"
 DESCRIPTION = (

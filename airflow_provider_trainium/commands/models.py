@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_trainium.commands import airflow_arg
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
 #: Exit codes: 0 success, 1 the command ran and failed (missing model, failed check), 2 bad usage.
 EXIT_FAILED = 1

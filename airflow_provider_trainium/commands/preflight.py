@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from airflow_provider_trainium.commands import airflow_arg
 from airflow_provider_trainium.commands.models import Option
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
 EXIT_FAILED = 1
 OUTPUTS = ("table", "json", "yaml", "plain")

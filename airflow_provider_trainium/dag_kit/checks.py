@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_trainium.dag_kit.helpers import trainium_config
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium import TrainiumConfig

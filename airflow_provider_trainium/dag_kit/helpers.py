@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 from trainium_trainer import boundary
 
 if TYPE_CHECKING:

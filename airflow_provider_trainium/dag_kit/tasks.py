@@ -14,7 +14,7 @@ from airflow.sdk import task
 
 from airflow_provider_trainium.dag_kit.plan import PLAN_TASK_ID, PlanFunction, plan_record, write_plan_record
 from airflow_provider_trainium.dag_kit.templates import compile_cache_of
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow.sdk.definitions.xcom_arg import XComArg

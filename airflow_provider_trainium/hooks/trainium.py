@@ -3,9 +3,9 @@
 One connection (``trainium_default``) holds what the CloudFormation stack created. Without it,
 everything runs on local compute with ``file://$AIRFLOW_HOME/trainium`` as the artifact root.
 
-DAG files import this module (``DEFAULT_CONN_ID``) while they are parsed, so it holds only the hook:
-``TrainiumConfig``, ``check_extra`` and ``default_artifact_root`` live in ``hooks.trainium_config`` and are
-exported from here on first use.
+It holds only the hook: ``TrainiumConfig``, ``check_extra`` and ``default_artifact_root`` live in
+``hooks.trainium_config`` and are exported from here on first use; ``DEFAULT_CONN_ID`` lives with the connection's
+fields (``hooks.trainium_fields``), which DAG files read while they are parsed.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseHook
 
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
+
 if TYPE_CHECKING:
     from airflow_provider_trainium.hooks.trainium_config import TrainiumConfig
-
-DEFAULT_CONN_ID = "trainium_default"
 
 
 class TrainiumHook(BaseHook):

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The connection every task uses unless it names another. Here, with the connection's fields, rather than in
+#: ``hooks.trainium``: operators read it while a DAG file is parsed, which need not load the hook, and provider
+#: info has loaded this module already.
+DEFAULT_CONN_ID = "trainium_default"
+
 _OPTIONAL_STRING: dict[str, Any] = {"type": ["string", "null"], "minLength": 1}
 _ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]+:role/.+$"
 #: An ``aws-neuronx-dkms`` version, the templates' AllowedPattern for their driver parameters.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_trainium import deprecated_names
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.ecr import EcrImageLink
 from airflow_provider_trainium.links.record import push_record
 

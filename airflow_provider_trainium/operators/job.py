@@ -21,7 +21,7 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_trainium import deprecated_names
 from airflow_provider_trainium.backend_table import all_links, backend_links, backends
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 from airflow_provider_trainium.links.record import job_record, push_record
 from airflow_provider_trainium.operators.defaults import default_deferrable
 from airflow_provider_trainium.operators.job_lineage import JobLineageMixin

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_trainium import deprecated_names
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 from airflow_provider_trainium.model_asset import model_asset, validate_model_name
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ def read_record(uri: str, what: str, *, aws_conn_id: str | None = None, trainium
     """The JSON record at ``uri`` (None when there is none), read with the connection's credentials like every
     artifact; VerdictError naming ``what`` it should be when it is not JSON."""
     from airflow_provider_trainium import artifacts
-    from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+    from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 
     data = artifacts.read_bytes(uri, missing_ok=True, aws_conn_id=aws_conn_id,
                                 trainium_conn_id=trainium_conn_id or DEFAULT_CONN_ID)  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_provider_trainium import artifacts, deprecated_names
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 from airflow_provider_trainium.neuron.compile_key import key_record_uri
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 from airflow_provider_trainium.operators.defaults import default_deferrable, wait_options
 from airflow_provider_trainium.operators.job_wait import DEFER_GRACE
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_trainium import deprecated_names
-from airflow_provider_trainium.hooks.trainium import DEFAULT_CONN_ID
+from airflow_provider_trainium.hooks.trainium_fields import DEFAULT_CONN_ID
 from airflow_provider_trainium.registry.names import validate_alias, validate_model_name, validate_version
 
 if TYPE_CHECKING:

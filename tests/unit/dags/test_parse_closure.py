@@ -36,8 +36,8 @@ FORBIDDEN = (
     # the provider's run-time helpers: a task's try, not the DAG's declaration
     "airflow_provider_trainium.artifacts",
     "airflow_provider_trainium.code_bundle",
+    "airflow_provider_trainium.hooks.trainium",  # the hook: DAG files read DEFAULT_CONN_ID from trainium_fields
     "airflow_provider_trainium.hooks.trainium_config",
-    "airflow_provider_trainium.hooks.trainium_fields",
     "airflow_provider_trainium.neuron.budget",
     "airflow_provider_trainium.neuron.compile_key",
     "airflow_provider_trainium.neuron.container",
