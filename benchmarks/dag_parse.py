@@ -8,8 +8,11 @@ garbage collector (``DagFileProcessorManager.before_run``) and, first, imported 
 imports (``_pre_import_airflow_modules``, on by default). It then times executing one DAG file: what the child
 imports itself counts, for every file alike: the provider's own modules, and the standard provider's TaskFlow
 decorators that ``airflow.sdk.task`` loads on first use (the other sides pay for those too, as in a real DAG
-processor). Reports the median per file, its ratio to the trivial DAG, what declaring the DAG costs once its
-modules are imported (the file parsed a second time in the same process), and its stock twin's median and ratio.
+processor). Reports each file's fastest sample, its ratio to the trivial DAG, what declaring the DAG costs once its
+modules are imported (the file parsed a second time in the same process), and its stock twin's fastest sample and
+ratio. The fastest, not the median, as Python's ``timeit`` documents: parsing a file is a fixed amount of work, and a
+slower sample measures what else the machine was doing. On a shared 2-core machine, runs of the same code gave the
+smoke DAG a ratio of medians from 1.16 to 1.37, and a ratio of fastest samples from 1.28 to 1.31.
 
 Target: every DAG within 1.3x of its stock twin: the same DAG written with Airflow alone as Airflow's documentation
 writes one (the same schedule, default args and ``Param`` schemas in the DAG's constructor, one TaskFlow task per
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -158,23 +160,23 @@ def main() -> int:
                 first, again = sample(f)
                 times[f].append(first)
                 declaring[f].append(again)
-        median = {f: statistics.median(times[f]) for f in files}
-        baseline = median[trivial]
+        fastest = {f: min(times[f]) for f in files}
+        baseline = fastest[trivial]
         # "declaring": the same file parsed again in the same process, every module already imported: Airflow's
         # own work for the DAG (operators, params validated against their schema when it is scheduled) and ours
         print(f"{'DAG file':34} {'ms':>6} {'/trivial':>8} {'declaring ms':>12} {'twin ms':>8} {'/twin':>6}")
         for f in (trivial, with_asset):
             name = "trivial TaskFlow DAG (baseline)" if f == trivial else "  same + one asset outlet"
-            decl = statistics.median(declaring[f]) * 1000
-            print(f"{name:34} {median[f] * 1000:6.1f} {median[f] / baseline:8.2f} {decl:12.1f}")
+            decl = min(declaring[f]) * 1000
+            print(f"{name:34} {fastest[f] * 1000:6.1f} {fastest[f] / baseline:8.2f} {decl:12.1f}")
         worst = 0.0
         for f, twin in twins.items():
-            ratio = median[f] / median[twin]
+            ratio = fastest[f] / fastest[twin]
             worst = max(worst, ratio)
-            decl = statistics.median(declaring[f]) * 1000
+            decl = min(declaring[f]) * 1000
             print(
-                f"{f.name:34} {median[f] * 1000:6.1f} {median[f] / baseline:8.2f} {decl:12.1f} "
-                f"{median[twin] * 1000:8.1f} {ratio:6.2f}"
+                f"{f.name:34} {fastest[f] * 1000:6.1f} {fastest[f] / baseline:8.2f} {decl:12.1f} "
+                f"{fastest[twin] * 1000:8.1f} {ratio:6.2f}"
             )
     print(f"worst ratio to a stock twin {worst:.2f} (target <= {args.limit})")
     return 0 if worst <= args.limit else 1
