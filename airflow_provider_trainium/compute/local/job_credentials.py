@@ -2,8 +2,8 @@
 
 A local job never gets the AWS connection's own keys: those can write the model registry, and the registry is
 written by Airflow alone. It gets a short-lived STS session whose session policy denies writes under the
-artifact root's ``models/``, ``image-contexts/`` and ``code/`` prefixes (with a ``file://`` root, whose only S3
-use is reading input prefixes, a read-only session):
+artifact root's ``models/``, ``image-contexts/``, ``code/`` and ``compile-manifests/`` prefixes (with a
+``file://`` root, whose only S3 use is reading input prefixes, a read-only session):
 
 - with the trainium connection's ``job_role_arn`` (the role ECS and Batch containers run as), AssumeRole of
   that role, so a local job has what a container has, minus the denied prefixes;
@@ -18,8 +18,10 @@ import json
 import re
 from typing import Any
 
-#: Prefixes under the artifact root that only Airflow writes: the registry, image build contexts, code bundles.
-PROTECTED_PREFIXES = ("models", "image-contexts", "code")
+#: Prefixes under the artifact root that only Airflow writes: the registry, image build contexts, code bundles and
+#: the compile caches' manifests (``compile_manifest.MANIFESTS_DIR``: a job that rewrote one could vouch for a
+#: planted cache entry).
+PROTECTED_PREFIXES = ("models", "image-contexts", "code", "compile-manifests")
 #: Object writes the session policy denies under the protected prefixes (CopyObject is PutObject).
 DENIED_WRITES = (
     "s3:PutObject",

@@ -32,7 +32,7 @@ def object_arn(prefix: str) -> dict[str, str]:
     return {"Fn::Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/" + prefix + "/*"}
 
 
-def test_bucket_policy_denies_the_job_role_any_write_to_the_registry_image_contexts_and_code(base):
+def test_bucket_policy_denies_the_job_role_any_write_to_airflows_prefixes(base):
     policy = base["Resources"]["ArtifactBucketPolicy"]["Properties"]["PolicyDocument"]
     deny = statements(policy)["DenyJobRoleWritesToAirflowPrefixes"]
     assert deny["Effect"] == "Deny" and deny["Principal"] == "*"

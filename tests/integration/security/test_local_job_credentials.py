@@ -2,7 +2,7 @@
 (which can write the model registry), against the moto server.
 
 Moto hands out the session but does not evaluate session policies: that the policy denies writes under
-``models/``, ``image-contexts/`` and ``code/`` is checked on the policy document itself
+``models/``, ``image-contexts/``, ``code/`` and ``compile-manifests/`` is checked on the policy document itself
 (``test_the_session_policy_denies_airflows_prefixes``), against IAM's documented semantics (docs/fidelity.md).
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_trainium.compile_manifest import MANIFESTS_DIR
 from airflow_provider_trainium.compute.base import JobState
 from airflow_provider_trainium.compute.local.backend import LocalBackend
 from airflow_provider_trainium.compute.local.job_credentials import (
@@ -85,6 +86,7 @@ def test_the_session_policy_denies_airflows_prefixes():
         "arn:aws:s3:::trainium-artifacts/team-a/models/*",
         "arn:aws:s3:::trainium-artifacts/team-a/image-contexts/*",
         "arn:aws:s3:::trainium-artifacts/team-a/code/*",
+        f"arn:aws:s3:::trainium-artifacts/team-a/{MANIFESTS_DIR}/*",  # the record a compile cache is checked against
     }
     assert {"s3:PutObject", "s3:DeleteObject"} <= set(deny["Action"])
     bucket_root = job_session_policy("s3://bucket")["Statement"][1]["Resource"]
